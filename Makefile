@@ -1,0 +1,37 @@
+# innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all setup sim test formal verilog waves clean
+all: sim
+
+setup: $(STAMP)
+$(STAMP): pyproject.toml tools/setup.sh
+	tools/setup.sh $(VENV)
+	touch $@
+
+## Default simulation: Spillway under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
+sim: setup
+	WAVES=1 $(PY) -m pytest -q -rA testbenches/test_spill_buffer.py -k "random_traffic and flow"
+	@echo "waveform, pcaps and log: build/spill_buffer/*-vcd/random_traffic/"
+	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
+
+## The whole suite: cocotb+Verilator testbenches, layout tests and formal proofs.
+test: setup
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal
+
+formal: setup
+	$(PY) -m pytest -q -n $(JOBS) formal
+
+verilog: setup
+	$(PY) -m tools.emit build/verilog
+
+## make waves [VCD=path] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
+waves: setup
+	$(PY) -m tools.waves $(VCD) $(SIGNALS) --start $(or $(START),0) --rows $(or $(ROWS),50)
+
+clean:
+	rm -rf build
