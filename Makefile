@@ -3,9 +3,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
-export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test formal verilog waves clean
+.PHONY: all setup sim test formal verilog report waves clean
 all: sim
 
 setup: $(STAMP)
@@ -28,6 +28,10 @@ formal: setup
 
 verilog: setup
 	$(PY) -m tools.emit build/verilog
+
+## Synthesis resource report per block (Yosys): cells, flip-flops, memory bits -> build/report.csv
+report: setup
+	$(PY) -m tools.report
 
 ## make waves [VCD=path] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
 waves: setup

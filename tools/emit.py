@@ -18,7 +18,7 @@ def main(outdir="build/verilog"):
     out.mkdir(parents=True, exist_ok=True)
     for name, (module, cls) in BLOCKS.items():
         component = getattr(importlib.import_module(module), cls)()
-        emit_verilog(component, out / f"{name}.v")
+        emit_verilog(component, out / f"{name}.v", name=name)
         print(f"{out / name}.v")
 
 
