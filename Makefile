@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test formal verilog report waves clean
+.PHONY: all setup sim test formal verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -32,6 +32,10 @@ verilog: setup
 ## Synthesis resource report per block (Yosys): cells, flip-flops, memory bits -> build/report.csv
 report: setup
 	$(PY) -m tools.report
+
+## Simulation throughput per block: C++ Verilator harness vs cocotb (batched, standard) vs pysim
+bench: setup
+	$(PY) -m tools.bench --packets $(or $(PACKETS),20000)
 
 ## make waves [VCD=path] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
 waves: setup

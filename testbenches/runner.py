@@ -78,8 +78,11 @@ def _waves():
     return {"": None, "0": None, "1": "vcd", "vcd": "vcd", "fst": "fst"}.get(mode, "vcd")
 
 
-def run(component_cls, params, test_module, testcase, *, block=None):
-    """Build ``component_cls(**params)`` with Verilator and run cocotb test ``testcase``."""
+def run(component_cls, params, test_module, testcase, *, block=None, env=None):
+    """Build ``component_cls(**params)`` with Verilator and run cocotb test ``testcase``.
+
+    ``env`` adds environment variables for the test; returns the test's directory.
+    """
     from cocotb_tools.runner import get_results, get_runner
 
     verilator_env()
@@ -101,13 +104,14 @@ def run(component_cls, params, test_module, testcase, *, block=None):
             build_args=LINT_WAIVERS + (["--trace-fst"] if waves == "fst" else []) + ["-O3"],
             waves=bool(waves), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
-    env = {
+    extra_env, env = env, {
         "INNET_PARAMS": json.dumps(params),
         "INNET_RUN_DIR": str(test_dir),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     if os.environ.get("INNET_SEED"):
         env["INNET_SEED"] = os.environ["INNET_SEED"]
+    env.update(extra_env or {})
     results = test_dir / "results.xml"
     log = test_dir / "sim.log"
     try:

@@ -3,7 +3,8 @@
 The drivers follow cocotbext-axi: a coroutine per interface wakes on each rising edge, samples the
 handshake that happened at that edge, then drives the next beat. Payloads are packed and unpacked
 with the Amaranth layout of the port, so the Python side always agrees with the RTL's bit layout.
-Backpressure and idle cycles come from pause generators (iterators of bools, e.g.
+With ``layout=None`` a stream carries raw payload integers (no packing). Backpressure and idle
+cycles come from pause generators (iterators of bools, e.g.
 ``itertools.cycle([0, 1, 1])``): a true value pauses the interface for that cycle.
 """
 import collections
@@ -170,7 +171,8 @@ class StreamSource(_Stream):
             if not self.driving and not self.queue:
                 self.idle.set()
             if not self.driving and self.queue and not self._paused():
-                self.payload.value = pack(self.layout, self.queue[0])
+                item = self.queue[0]
+                self.payload.value = item if self.layout is None else pack(self.layout, item)
                 self.driving = True
             self.valid.value = int(self.driving)
 
@@ -197,7 +199,8 @@ class StreamSink(_Stream):
         while True:
             await RisingEdge(self.clk)
             if self.ready.value and self.valid.value:
-                self._accept(unpack(self.layout, self.payload.value.to_unsigned()))
+                word = self.payload.value.to_unsigned()
+                self._accept(word if self.layout is None else unpack(self.layout, word))
             self.ready.value = int(not self._paused())
 
 

@@ -1,0 +1,175 @@
+"""Simulation throughput benchmark: ``python -m tools.bench [--packets N] [block ...]``.
+
+The same stimulus (single-beat packets at line rate, every output always ready) runs through each
+block on four engines, all in this run:
+
+- ``verilator-cpp``: a plain Verilator C++ harness (tools/bench_harness.cpp), the speed limit;
+- ``cocotb-batched``: cocotb + Verilator, one coroutine per clock with pre-packed beats;
+- ``cocotb``: cocotb + Verilator with the testbenches' own StreamSource / StreamSink;
+- ``amaranth-pysim``: Amaranth's Python simulator (fewer packets: it is the slowest).
+
+It prints packets/s and cycles/s per engine and the ratio to the C++ harness, and writes
+``build/bench/bench.csv``.
+"""
+import argparse
+import csv
+import importlib
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from amaranth.lib import stream
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+from testbenches import runner
+from testbenches.tb import pack
+from tools.traffic import BENCH_BLOCKS
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench"
+
+
+def _streams(component):
+    """(input payload layout, [(output name, bit index of ``last`` or -1)]) of a block."""
+    outputs, layout = [], None
+    for name, member in component.signature.members.items():
+        if not (member.is_signature and isinstance(member.signature, stream.Signature)):
+            continue
+        payload = member.signature.members["payload"].shape
+        if member.flow == In and name == "i":
+            layout = payload
+        elif member.flow == Out:
+            fields = dict(payload) if hasattr(payload, "__iter__") else {}
+            outputs.append((name, fields["last"].offset if "last" in fields else -1))
+    return layout, outputs
+
+
+def _stimulus(block, component, packets):
+    layout, outputs = _streams(component)
+    beats = [pack(layout, beat) for beat in BENCH_BLOCKS[block]["beats"](component, packets,
+                                                                         random.Random(1))]
+    return layout, outputs, beats
+
+
+def run_cpp(block, params, component, layout, outputs, beats):
+    """Build the plain Verilator harness for ``block`` and run it on ``beats``."""
+    work = OUT / block / "cpp"
+    work.mkdir(parents=True, exist_ok=True)
+    runner.verilator_env()
+    runner.emit_verilog(component, work / "top.v")
+    words = (layout.size + 31) // 32
+    member = lambda name, port: f"{name}___05F{port}"  # how Verilator spells `name__port`
+    config = (f"#define IN_WORDS {words}\n#define IN_VALID {member('i', 'valid')}\n"
+              f"#define IN_READY {member('i', 'ready')}\n#define IN_PAYLOAD {member('i', 'payload')}\n"
+              "#define OUTPUTS(X) " + " ".join(
+                  f"X({member(n, 'valid')}, {member(n, 'ready')}, {member(n, 'payload')}, {last})"
+                  for n, last in outputs) + "\n")
+    config_path = work / "bench_config.h"
+    if not config_path.exists() or config_path.read_text() != config:
+        config_path.write_text(config)
+    stim = work / "stimulus.bin"
+    stim.write_bytes(b"".join(b.to_bytes(words * 4, "little") for b in beats))
+    subprocess.run(
+        ["verilator", "--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+         "--top-module", "top", "--prefix", "Vtop", "-o", "harness", "-Mdir", str(work / "obj"),
+         "-CFLAGS", f"-O2 -std=c++17 -I{work}", *runner.LINT_WAIVERS,
+         str(work / "top.v"), str(ROOT / "tools" / "bench_harness.cpp")],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    result = subprocess.run([str(work / "obj" / "harness"), str(stim)], check=True,
+                            capture_output=True, text=True)
+    return json.loads(result.stdout)
+
+
+def run_cocotb(block, params, component, outputs, beats, testcase):
+    """Run the cocotb side (tools/bench_cocotb.py) on the same stimulus."""
+    stim = OUT / block / "stimulus.json"
+    stim.parent.mkdir(parents=True, exist_ok=True)
+    stim.write_text(json.dumps({"beats": beats, "outputs": outputs}))
+    test_dir = runner.run(type(component), params, "tools.bench_cocotb", testcase,
+                          block=f"bench_{block}", env={"INNET_BENCH_STIM": str(stim)})
+    return json.loads((test_dir / "bench.json").read_text())
+
+
+def run_pysim(component, outputs, beats):
+    """Amaranth's Python simulator on the same stimulus."""
+    sim = Simulator(component)
+    sim.add_clock(2e-9)
+    counts = {"packets": 0, "cycles": 0}
+    ports = [(getattr(component, name), last) for name, last in outputs]
+
+    async def drive(ctx):
+        for port, _ in ports:
+            ctx.set(port.ready, 1)
+        for beat in beats:
+            ctx.set(component.i.valid, 1)
+            ctx.set(component.i.payload.as_value(), beat)
+            await ctx.tick().until(component.i.ready)
+        ctx.set(component.i.valid, 0)
+        await ctx.tick().repeat(32)
+
+    async def monitor(ctx):
+        signals = [s for p, _ in ports for s in (p.valid, p.ready, p.payload.as_value())]
+        async for _clk, _rst, *values in ctx.tick().sample(*signals):
+            counts["cycles"] += 1
+            for (_, last), (valid, ready, word) in zip(ports, zip(*[iter(values)] * 3)):
+                if valid and ready:
+                    counts["packets"] += last < 0 or (word >> last) & 1
+
+    sim.add_testbench(drive)
+    sim.add_testbench(monitor, background=True)
+    start = time.perf_counter()
+    sim.run()
+    return {"cycles": counts["cycles"], "packets_out": counts["packets"],
+            "seconds": time.perf_counter() - start, "beats_in": len(beats)}
+
+
+def bench(block, packets):
+    spec = BENCH_BLOCKS[block]
+    params = spec["params"]
+    component = spec["cls"](**params)
+    layout, outputs, beats = _stimulus(block, component, packets)
+    _, _, few = _stimulus(block, component, max(packets // 20, 200))
+    results = {
+        "verilator-cpp": run_cpp(block, params, component, layout, outputs, beats),
+        "cocotb-batched": run_cocotb(block, params, component, outputs, beats, "batched"),
+        "cocotb": run_cocotb(block, params, component, outputs, beats, "standard"),
+        "amaranth-pysim": run_pysim(spec["cls"](**params), outputs, few),
+    }
+    rows = []
+    limit = results["verilator-cpp"]["cycles"] / results["verilator-cpp"]["seconds"]
+    for engine, r in results.items():
+        cycles_s = r["cycles"] / r["seconds"]
+        rows.append({"block": block, "engine": engine, "packets": r["packets_out"],
+                     "cycles": r["cycles"], "seconds": round(r["seconds"], 4),
+                     "packets_per_s": round(r["packets_out"] / r["seconds"]),
+                     "cycles_per_s": round(cycles_s), "ratio_to_cpp": round(limit / cycles_s, 1)})
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("blocks", nargs="*", default=list(BENCH_BLOCKS))
+    parser.add_argument("--packets", type=int, default=20000)
+    args = parser.parse_args(argv)
+    unknown = set(args.blocks) - set(BENCH_BLOCKS)
+    if unknown:
+        sys.exit(f"bench: unknown block(s) {', '.join(sorted(unknown))}; known: {', '.join(BENCH_BLOCKS)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = [row for block in args.blocks for row in bench(block, args.packets)]
+    with open(OUT / "bench.csv", "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=rows[0])
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{'block':<18}{'engine':<16}{'packets':>9}{'cycles':>9}{'packets/s':>12}"
+          f"{'cycles/s':>12}{'slower than C++':>17}")
+    for r in rows:
+        print(f"{r['block']:<18}{r['engine']:<16}{r['packets']:>9}{r['cycles']:>9}"
+              f"{r['packets_per_s']:>12}{r['cycles_per_s']:>12}{r['ratio_to_cpp']:>16}x")
+
+
+if __name__ == "__main__":
+    main()
