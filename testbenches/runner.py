@@ -45,7 +45,7 @@ def verilator_env():
     if shutil.which("g++") is None or shutil.which("make") is None or shutil.which("perl") is None:
         raise ToolMissing("Verilator needs g++, make and perl on PATH (Debian: build-essential perl)")
     root = Path(verilator.__file__).resolve().parent
-    shim = BUILD / "bin"
+    shim = BUILD / f"bin-{hashlib.sha1(str(root).encode()).hexdigest()[:8]}"
     shim.mkdir(parents=True, exist_ok=True)
     script = shim / "verilator"
     text = f'#!/bin/sh\nexport VERILATOR_ROOT="{root}"\nexec "{root}/bin/verilator" "$@"\n'

@@ -4,6 +4,8 @@ The same stimulus (single-beat packets at line rate, every output always ready) 
 block on four engines, all in this run:
 
 - ``verilator-cpp``: a plain Verilator C++ harness (tools/bench_harness.cpp), the speed limit;
+- ``cocotb-replay``: cocotb + Verilator, beats pre-loaded into a stimulus memory (tools/replay.py),
+  no Python per cycle;
 - ``cocotb-batched``: cocotb + Verilator, one coroutine per clock with pre-packed beats;
 - ``cocotb``: cocotb + Verilator with the testbenches' own StreamSource / StreamSink;
 - ``amaranth-pysim``: Amaranth's Python simulator (fewer packets: it is the slowest).
@@ -27,10 +29,13 @@ from amaranth.sim import Simulator
 
 from testbenches import runner
 from testbenches.tb import pack
+from tools.replay import Replay
 from tools.traffic import BENCH_BLOCKS
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
+#: Beats held by the Replay wrapper; the stimulus is replayed from it len(beats) // depth times.
+REPLAY_DEPTH = 1000
 
 
 def _streams(component):
@@ -84,13 +89,24 @@ def run_cpp(block, params, component, layout, outputs, beats):
     return json.loads(result.stdout)
 
 
+def replay_of(block, depth):
+    """The benchmark parameters of ``block`` inside a Replay wrapper holding ``depth`` beats."""
+    spec = BENCH_BLOCKS[block]
+    return Replay(spec["cls"](**spec["params"]), depth)
+
+
 def run_cocotb(block, params, component, outputs, beats, testcase):
     """Run the cocotb side (tools/bench_cocotb.py) on the same stimulus."""
     stim = OUT / block / "stimulus.json"
     stim.parent.mkdir(parents=True, exist_ok=True)
-    stim.write_text(json.dumps({"beats": beats, "outputs": outputs}))
-    test_dir = runner.run(type(component), params, "tools.bench_cocotb", testcase,
-                          block=f"bench_{block}", env={"INNET_BENCH_STIM": str(stim)})
+    stim.write_text(json.dumps({"beats": beats, "outputs": outputs, "replay_depth": REPLAY_DEPTH}))
+    env = {"INNET_BENCH_STIM": str(stim)}
+    if testcase == "replay":
+        test_dir = runner.run(replay_of, {"block": block, "depth": REPLAY_DEPTH}, "tools.bench_cocotb",
+                              testcase, block="bench_replay", env=env)
+    else:
+        test_dir = runner.run(type(component), params, "tools.bench_cocotb", testcase,
+                              block=f"bench_{block}", env=env)
     return json.loads((test_dir / "bench.json").read_text())
 
 
@@ -135,6 +151,7 @@ def bench(block, packets):
     _, _, few = _stimulus(block, component, max(packets // 20, 200))
     results = {
         "verilator-cpp": run_cpp(block, params, component, layout, outputs, beats),
+        "cocotb-replay": run_cocotb(block, params, component, outputs, beats, "replay"),
         "cocotb-batched": run_cocotb(block, params, component, outputs, beats, "batched"),
         "cocotb": run_cocotb(block, params, component, outputs, beats, "standard"),
         "amaranth-pysim": run_pysim(spec["cls"](**params), outputs, few),
