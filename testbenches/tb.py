@@ -105,7 +105,7 @@ async def reset(dut, cycles=2):
 
 class _Stream:
     def __init__(self, dut, name, layout):
-        self.clk = dut.clk
+        self.edge = RisingEdge(dut.clk)
         self.layout = layout
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
@@ -163,7 +163,7 @@ class StreamSource(_Stream):
 
     async def _run(self):
         while True:
-            await RisingEdge(self.clk)
+            await self.edge
             if self.driving and self.ready.value:
                 self.queue.popleft()
                 self.sent += 1
@@ -197,7 +197,7 @@ class StreamSink(_Stream):
 
     async def _run(self):
         while True:
-            await RisingEdge(self.clk)
+            await self.edge
             if self.ready.value and self.valid.value:
                 word = self.payload.value.to_unsigned()
                 self._accept(word if self.layout is None else unpack(self.layout, word))
