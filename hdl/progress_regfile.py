@@ -1,0 +1,220 @@
+"""Symphony progress register file (SPEC section 2)."""
+from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.headers import (BTH, BTH_OFFSET, ETHERNET, ETHERTYPE_IPV4, IP_OFFSET, IPPROTO_UDP, IPV4,
+                         ROCE_HEADER_BYTES, ROCEV2_PORT, UDP, UDP_OFFSET, wire_view)
+from hdl.packet import packet_signature
+
+__all__ = ["ProgressRegfile", "COUNTERS", "OP_INSTALL", "OP_REMOVE", "OP_JOB", "LAST_OPCODES",
+           "config_layout"]
+
+#: Per-reason packet counters (saturating); every packet is exactly one of the first five.
+COUNTERS = ("unknown", "malformed", "tracked", "marked", "not_ect")
+OP_INSTALL, OP_REMOVE, OP_JOB = 1, 2, 3
+#: RC opcodes that end a message (SEND_LAST, SEND_ONLY, RDMA_WRITE_LAST, RDMA_WRITE_ONLY, and the
+#: _WITH_IMMEDIATE variants): with ``message_steps`` they close the flow's current step.
+LAST_OPCODES = (0x02, 0x03, 0x04, 0x05, 0x08, 0x09, 0x0A, 0x0B)
+ECN_CE = 0b11
+
+
+def config_layout(jobs, ring, step_bits):
+    """Control-plane command: install/remove a QP's mapping, or (re)configure and clear a job."""
+    return data.StructLayout({
+        "op": 2, "qp": 24, "job": range(jobs), "position": range(ring),
+        "chunk": 16, "delta": step_bits,
+    })
+
+
+class ProgressRegfile(wiring.Component):
+    """Tracks ring-collective progress per flow and ECN-marks flows that run ahead of their job.
+
+    A flow is a RoCEv2 dest QP. ``cfg`` (control plane) commands: ``OP_INSTALL`` maps ``qp`` to
+    (``job``, ``position``) in a direct-mapped table of ``table`` entries indexed by the QP's low
+    bits (the full QP is kept as tag); ``OP_REMOVE`` unmaps it; ``OP_JOB`` sets a job's ``chunk``
+    (packets per step, >= 1) and ``delta`` and clears its progress (a new job). A command takes
+    its cycle from the packets (``i.ready`` low).
+
+    Per packet (headers in beat 0), in the cycle its first beat is accepted:
+
+    - IPv4/UDP with IP options (the parser reads fixed offsets), truncated inside the UDP header,
+      or RoCEv2 shorter than its BTH: passed untouched (``malformed``); any other packet that is
+      not RoCEv2 (UDP port 4791), or whose QP is not installed: passed untouched (``unknown``);
+    - a tracked flow (``tracked``): its packet count in the current step +1; at ``chunk`` packets
+      (or, with ``message_steps``, on a message-last opcode) its step +1 and the count restarts;
+      the job's laggard estimate ``min_step`` is the minimum over the job's ``ring`` positions
+      (exact: the ring's step counters form one row read and written once per packet);
+    - if ``step - min_step > delta`` the flow outpaces its job: an ECN-capable packet (ECT(0),
+      ECT(1)) is marked CE, the IPv4 checksum updated incrementally (RFC 1624) (``marked``); a
+      Not-ECT one is left as it is (``not_ect``); a CE packet stays CE. A flow at the minimum is
+      never marked (``delta >= 0``). ICRC does not cover the TOS byte, so it stays valid.
+
+    State a Tofino-class pipeline holds: the flow table (one read per packet), the job rows
+    {step, count per position} (one read-modify-write per packet), the job settings (one read).
+    Step counters saturate at 2**``step_bits``-1; counters saturate at 2**``counter_bits``-1;
+    either sets the sticky ``saturated`` output. Output is a register stage (latency 1, one beat
+    per cycle); other beats pass unchanged.
+    """
+
+    def __init__(self, jobs=4, ring=4, table=16, step_bits=16, counter_bits=32, data_bytes=64,
+                 message_steps=False):
+        assert jobs >= 1 and ring >= 2 and table >= 2 and table & (table - 1) == 0
+        assert data_bytes >= ROCE_HEADER_BYTES, "RoCEv2 headers must sit in the first beat"
+        self.jobs, self.ring, self.table, self.step_bits = jobs, ring, table, step_bits
+        self.counter_bits, self.data_bytes, self.message_steps = counter_bits, data_bytes, message_steps
+        self.row = data.StructLayout({"step": data.ArrayLayout(step_bits, ring),
+                                      "count": data.ArrayLayout(16, ring)})
+        self.entry = data.StructLayout({"valid": 1, "qp": 24, "job": range(jobs), "position": range(ring)})
+        self.settings = data.StructLayout({"chunk": 16, "delta": step_bits})
+        signature = {
+            "i": In(packet_signature(data_bytes)),
+            "o": Out(packet_signature(data_bytes)),
+            "cfg": In(stream.Signature(config_layout(jobs, ring, step_bits))),
+            "saturated": Out(1),
+        }
+        signature.update({name: Out(counter_bits) for name in COUNTERS})
+        super().__init__(signature)
+        # The decision of the current packet, named for the formal spec and the waveforms.
+        self.decide = Signal()                  # a tracked packet's first beat is accepted
+        self.step = Signal(step_bits)           # the flow's step after this packet
+        self.min_step = Signal(step_bits)       # its job's minimum step after this packet
+        self.mark = Signal()
+        self.row_reads = Signal(2)              # accesses of each array in this cycle
+        self.row_writes = Signal(2)
+        self.table_reads = Signal(2)
+
+    def elaborate(self, platform):
+        m = Module()
+        R, bits = self.ring, self.step_bits
+        top = (1 << bits) - 1
+
+        m.submodules.flows = flows = memory.Memory(shape=self.entry, depth=self.table, init=[])
+        m.submodules.rows = rows = memory.Memory(shape=self.row, depth=self.jobs, init=[])
+        m.submodules.settings = settings = memory.Memory(shape=self.settings, depth=self.jobs, init=[])
+        flow_read, flow_write = flows.read_port(domain="comb"), flows.write_port()
+        row_read, row_write = rows.read_port(domain="comb"), rows.write_port()
+        set_read, set_write = settings.read_port(domain="comb"), settings.write_port()
+
+        # Parse beat 0.
+        beat = self.i.payload
+        inside = Signal()                       # beats of a packet already went through
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += inside.eq(~beat.last)
+        first = self.i.valid & ~inside
+        eth = wire_view(ETHERNET, beat.data, 0)
+        ip = wire_view(IPV4, beat.data, IP_OFFSET)
+        udp = wire_view(UDP, beat.data, UDP_OFFSET)
+        bth = wire_view(BTH, beat.data, BTH_OFFSET)
+        length = Signal(range(self.data_bytes + 1))
+        m.d.comb += length.eq(sum(beat.keep[k] for k in range(self.data_bytes)))
+        ipv4_udp, malformed, roce = Signal(), Signal(), Signal()
+        short = beat.last & (length < UDP_OFFSET + 4)
+        m.d.comb += [
+            ipv4_udp.eq((length >= IP_OFFSET + 10) & (eth.type == ETHERTYPE_IPV4) & (ip.version == 4) &
+                        (ip.proto == IPPROTO_UDP)),
+            malformed.eq(ipv4_udp & ((ip.ihl != 5) | short |
+                                     (udp.dport == ROCEV2_PORT) & beat.last & (length < ROCE_HEADER_BYTES))),
+            roce.eq(ipv4_udp & ~malformed & (udp.dport == ROCEV2_PORT)),
+        ]
+
+        # Look up the flow, its job row and settings (comb read ports: decided this cycle).
+        cfg = self.cfg.payload
+        m.d.comb += flow_read.addr.eq(bth.dqpn[:(self.table - 1).bit_length()])
+        entry = flow_read.data
+        known = roce & entry.valid & (entry.qp == bth.dqpn)
+        m.d.comb += [row_read.addr.eq(entry.job), set_read.addr.eq(entry.job)]
+        row, setting = row_read.data, set_read.data
+
+        load = ~self.o.valid | self.o.ready
+        m.d.comb += [self.cfg.ready.eq(load), self.i.ready.eq(load & ~self.cfg.valid)]
+        accept = self.i.valid & self.i.ready
+        m.d.comb += self.decide.eq(accept & first & known)
+
+        # Update the flow's position in its job row; the row's new minimum.
+        position = entry.position
+        count = Signal(16)
+        step = Signal(bits)
+        m.d.comb += [count.eq(row.count[position]), step.eq(row.step[position])]
+        closes = (count + 1 >= setting.chunk)
+        if self.message_steps:
+            closes = closes | Cat(*(bth.opcode == op for op in LAST_OPCODES)).any()
+        new_step = Mux(closes & (step != top), step + 1, step)
+        new_count = Mux(closes, 0, count + 1)
+        steps = [Mux(position == p, new_step, row.step[p]) for p in range(R)]
+        minimum = steps[0]
+        for s in steps[1:]:
+            minimum = Mux(s < minimum, s, minimum)
+        ecn = ip.tos[:2]
+        outpacing = (new_step - self.min_step) > setting.delta
+        m.d.comb += [
+            self.step.eq(new_step), self.min_step.eq(minimum),
+            self.mark.eq(self.decide & outpacing & (ecn != 0) & (ecn != ECN_CE)),
+        ]
+
+        # Writes: a config command, or the packet's row update (never both in one cycle).
+        with m.If(self.cfg.valid & self.cfg.ready):
+            with m.Switch(cfg.op):
+                with m.Case(OP_INSTALL, OP_REMOVE):
+                    m.d.comb += [
+                        flow_write.addr.eq(cfg.qp[:(self.table - 1).bit_length()]), flow_write.en.eq(1),
+                        flow_write.data.valid.eq(cfg.op == OP_INSTALL), flow_write.data.qp.eq(cfg.qp),
+                        flow_write.data.job.eq(cfg.job), flow_write.data.position.eq(cfg.position),
+                    ]
+                with m.Case(OP_JOB):
+                    m.d.comb += [
+                        set_write.addr.eq(cfg.job), set_write.en.eq(1),
+                        set_write.data.chunk.eq(Mux(cfg.chunk == 0, 1, cfg.chunk)),
+                        set_write.data.delta.eq(cfg.delta),
+                        row_write.addr.eq(cfg.job), row_write.en.eq(1), row_write.data.eq(0),
+                    ]
+        with m.Elif(self.decide):
+            m.d.comb += [row_write.addr.eq(entry.job), row_write.en.eq(1), row_write.data.eq(row)]
+            for p in range(R):
+                with m.If(position == p):
+                    m.d.comb += [row_write.data.step[p].eq(new_step), row_write.data.count[p].eq(new_count)]
+
+        # Output register: the beat, with ECN CE and the checksum rewritten when marked.
+        out = Signal.like(beat)
+        m.d.comb += out.eq(beat)
+        with m.If(self.mark):
+            old_word = Cat(ip.tos, ip.ihl, ip.version)          # bytes 14..15 as a 16-bit word
+            new_word = Cat(ip.tos | ECN_CE, ip.ihl, ip.version)
+            total = (~ip.chksum & 0xFFFF) + (~old_word & 0xFFFF) + new_word
+            total = (total & 0xFFFF) + (total >> 16)
+            total = (total & 0xFFFF) + (total >> 16)
+            chksum = ~total[:16]
+            m.d.comb += [
+                out.data[8 * (IP_OFFSET + 1):8 * (IP_OFFSET + 2)].eq(ip.tos | ECN_CE),
+                out.data[8 * (IP_OFFSET + 10):8 * (IP_OFFSET + 11)].eq(chksum[8:16]),
+                out.data[8 * (IP_OFFSET + 11):8 * (IP_OFFSET + 12)].eq(chksum[0:8]),
+            ]
+        with m.If(load):
+            m.d.sync += [self.o.valid.eq(accept), self.o.payload.eq(out)]
+
+        # Saturating counters with a sticky flag.
+        step_saturates = self.decide & closes & (step == top)
+        events = {
+            "unknown": accept & first & ~malformed & ~known,
+            "malformed": accept & first & malformed,
+            "tracked": self.decide,
+            "marked": self.mark,
+            "not_ect": self.decide & outpacing & (ecn == 0),
+        }
+        saturating = step_saturates
+        for name, event in events.items():
+            counter = getattr(self, name)
+            full = counter == (1 << self.counter_bits) - 1
+            with m.If(event & ~full):
+                m.d.sync += counter.eq(counter + 1)
+            saturating = saturating | (event & full)
+        with m.If(saturating):
+            m.d.sync += self.saturated.eq(1)
+
+        # Accesses per array in this cycle (for the formal spec).
+        m.d.comb += [
+            self.table_reads.eq(self.decide),
+            self.row_reads.eq(self.decide),
+            self.row_writes.eq(row_write.en),
+        ]
+        return m
