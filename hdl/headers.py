@@ -59,3 +59,22 @@ ROCE_HEADER_BYTES = BTH_OFFSET + BTH.size // 8
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 ROCEV2_PORT = 4791
+
+
+# --- INA: ATP-style in-network aggregation shim (SPEC section 3) ---------------------------------
+
+#: INA header after Ethernet/IPv4/UDP: ATP's bitmap, fan-in, flags, job+seq and aggregator index,
+#: plus (*chosen*) the ``evict`` and ``result`` flags, two reserved bits and an 8-bit ESA priority.
+#: ``values`` signed big-endian int32 follow the header.
+INA = wire_layout(
+    ("bitmap", 32), ("fanin", 8),
+    ("overflow", 1), ("resend", 1), ("collision", 1), ("ack", 1), ("evict", 1), ("result", 1),
+    ("resv", 2),
+    ("jobseq", 32), ("index", 16), ("priority", 8))
+INA_OFFSET = UDP_OFFSET + UDP.size // 8
+#: Ethernet + IPv4 + UDP + INA header: the int32 values start at this byte.
+INA_HEADER_BYTES = INA_OFFSET + INA.size // 8
+#: UDP destination port of INA packets (*chosen*: 48864 = 0xBEE0, the port SwitchML uses).
+INA_PORT = 0xBEE0
+
+__all__ += ["INA", "INA_OFFSET", "INA_HEADER_BYTES", "INA_PORT"]

@@ -25,3 +25,43 @@ def roce_packet(src="10.0.0.1", dst="10.0.0.2", sport=49152, qp=1, psn=0, op=RC_
             / UDP(sport=sport, dport=4791, chksum=0)
             / BTH(opcode=op, dqpn=qp, psn=psn & 0xFFFFFF, ackreq=1)
             / Raw(payload))
+
+
+# --- INA: ATP-style in-network aggregation shim (SPEC section 3) ---------------------------------
+from scapy.fields import BitField, ByteField, FieldListField, ShortField, SignedIntField, XIntField
+from scapy.packet import Packet, bind_layers
+
+#: UDP destination port of INA packets; must equal ``hdl.headers.INA_PORT``.
+INA_PORT = 0xBEE0
+
+
+class INA(Packet):
+    """ATP-style aggregation header (+ evict/result flags and ESA priority), then int32 values."""
+    name = "INA"
+    fields_desc = [
+        XIntField("bitmap", 0), ByteField("fanin", 0),
+        BitField("overflow", 0, 1), BitField("resend", 0, 1), BitField("collision", 0, 1),
+        BitField("ack", 0, 1), BitField("evict", 0, 1), BitField("result", 0, 1),
+        BitField("resv", 0, 2),
+        XIntField("jobseq", 0), ShortField("index", 0), ByteField("priority", 0),
+        FieldListField("values", [], SignedIntField("value", 0)),
+    ]
+
+
+bind_layers(UDP, INA, dport=INA_PORT)
+
+
+def ina_packet(worker=0, jobseq=0, index=0, values=(), fanin=2, priority=0, ps="10.0.1.1", **fields):
+    """A worker's contribution: Ethernet / IPv4 / UDP (checksum 0) / INA with bit ``worker`` set.
+
+    ``fields`` sets any other INA field (flags, ``bitmap``, ``resv``) and wins over the defaults.
+    """
+    ina = dict(bitmap=1 << worker, fanin=fanin, jobseq=jobseq, index=index, priority=priority,
+               values=list(values))
+    ina.update(fields)
+    return (Ether(dst="02:00:00:00:01:01", src=f"02:00:00:00:00:{worker & 0xFF:02x}")
+            / IP(src=f"10.0.0.{worker & 0xFF}", dst=ps, ttl=64)
+            / UDP(sport=INA_PORT, dport=INA_PORT, chksum=0)
+            / INA(**ina))
+
+__all__ += ["INA", "INA_PORT", "ina_packet"]
