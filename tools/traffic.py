@@ -1,21 +1,39 @@
 """Line-rate stimulus of each block for the benchmark: single-beat packets, as beat dicts."""
+from hdl.aggregator import Aggregator
 from hdl.packet_fifo import PacketFifo
-from models.headers import roce_packet
+from hdl.progress_regfile import ProgressRegfile
+from hdl.spill_buffer import SpillBuffer
+from models.headers import ina_packet, roce_packet
+
+
+def _beat(raw, port):
+    return {"data": int.from_bytes(raw, "little"), "keep": (1 << len(raw)) - 1,
+            "first": 1, "last": 1, "meta": {"port": port}}
 
 
 def roce_beats(component, count, rng):
     """``count`` single-beat RoCEv2 packets of random flows (ECN-capable, 60 bytes)."""
+    return [_beat(bytes(roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
+                                    sport=rng.randrange(49152, 65536), qp=rng.randrange(1, 64),
+                                    psn=n, payload=bytes(2))), n % 4)
+            for n in range(count)]
+
+
+def ina_beats(component, count, rng):
+    """Workers' contributions to rounds of 2 jobs, each round completing (fan-in = workers)."""
+    W, V, P = component.workers, component.values, component.slots
     beats = []
     for n in range(count):
-        raw = bytes(roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
-                                sport=rng.randrange(49152, 65536), qp=rng.randrange(1, 64), psn=n,
-                                payload=bytes(2)))
-        beats.append({"data": int.from_bytes(raw, "little"), "keep": (1 << len(raw)) - 1,
-                      "first": 1, "last": 1, "meta": {"port": n % 4}})
+        round_, worker = divmod(n, W)
+        beats.append(_beat(bytes(ina_packet(worker=worker, jobseq=round_, index=round_ % P, fanin=W,
+                                            values=[rng.randrange(-1000, 1000) for _ in range(V)])), 0))
     return beats
 
 
 #: block -> Component class, benchmark parameters and stimulus generator.
 BENCH_BLOCKS = {
     "packet_fifo": {"cls": PacketFifo, "params": {"data_bytes": 64, "depth": 4}, "beats": roce_beats},
+    "spill_buffer": {"cls": SpillBuffer, "params": {}, "beats": roce_beats},
+    "progress_regfile": {"cls": ProgressRegfile, "params": {}, "beats": roce_beats},
+    "aggregator": {"cls": Aggregator, "params": {"policy": "esa"}, "beats": ina_beats},
 }
