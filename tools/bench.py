@@ -27,6 +27,7 @@ from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from formal.runner import ToolMissing as FormalToolMissing
 from testbenches import runner
 from testbenches.tb import pack
 from tools.replay import Replay
@@ -189,4 +190,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (runner.ToolMissing, FormalToolMissing) as error:
+        sys.exit(f"bench: {error}")

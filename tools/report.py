@@ -14,7 +14,7 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from formal.runner import tools
+from formal.runner import ToolMissing, tools
 from tools.emit import BLOCKS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,4 +60,7 @@ def main(blocks=None):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or None)
+    try:
+        main(sys.argv[1:] or None)
+    except ToolMissing as error:
+        sys.exit(f"report: {error}")

