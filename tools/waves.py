@@ -10,6 +10,7 @@ file, the newest ``dump.vcd`` under ``build/`` is used.
 """
 import argparse
 import fnmatch
+import re
 import sys
 from pathlib import Path
 
@@ -19,20 +20,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def newest_vcd():
-    files = sorted((ROOT / "build").rglob("*.vcd"), key=lambda p: p.stat().st_mtime)
+    files = sorted((ROOT / "build").rglob("dump.vcd"), key=lambda p: p.stat().st_mtime)
     if not files:
         sys.exit("waves: no VCD under build/: run a test with WAVES=1 first")
     return files[-1]
 
 
 def short(name):
-    """``top.o__payload[81:0]`` -> ``o__payload``."""
-    return name.rsplit(".", 1)[-1].split("[", 1)[0]
+    """``top.o__payload[81:0]`` -> ``o__payload``; ``top.qdepth[2][15:0]`` -> ``qdepth[2]``."""
+    return re.sub(r"\[\d+:\d+\]$", "", name.rsplit(".", 1)[-1])
 
 
 def match(names, pattern):
-    return [n for n in names if not n.startswith("$rootio.")
-            and (fnmatch.fnmatch(n, pattern) or fnmatch.fnmatch(short(n), pattern))]
+    """Signals whose full or short name matches ``pattern``; of same-named ones, the shallowest."""
+    found = [n for n in names if "$" not in n
+             and (fnmatch.fnmatch(n, pattern) or fnmatch.fnmatch(short(n), pattern))]
+    shallowest = {}
+    for n in found:
+        shallowest[short(n)] = min(shallowest.get(short(n), n.count(".")), n.count("."))
+    return [n for n in found if n.count(".") == shallowest[short(n)]]
 
 
 def value_at(tv, time):
@@ -87,7 +93,7 @@ def main(argv=None):
         sys.exit(f"waves: {vcd} does not exist")
     if args.list:
         names = VCDVCD(str(vcd), only_sigs=True).references_to_ids
-        print("\n".join(n for n in names if not n.startswith("$rootio.")))
+        print("\n".join(n for n in names if "$" not in n))
         return
     header, body = table(vcd, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
