@@ -6,8 +6,9 @@ k-induction:
 - a flow at its job's minimum step is never marked (and the minimum never exceeds its step);
 - counters never wrap silently: each one only grows, and an event lost at saturation has set
   the sticky ``saturated`` flag;
-- one register access per array per packet: the job row is read and written at most once per
-  packet, only on a packet's first beat or a config command, never both in a cycle.
+- one register access per array per packet: the flow table is read, the job row read and written
+  at most once from a packet's first beat to its last, never outside an accepted beat; only the
+  first beat touches the state, and a packet never shares the row's write port with a command.
 """
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
@@ -57,17 +58,21 @@ class ProgressSpec(Elaboratable):
                 m.d.comb += Assert(counter >= previous, f"counter {name} wrapped")
         m.d.comb += Assert(~lost | dut.saturated, "an event was lost without the saturated flag")
 
-        # One access per array per packet.
+        # One access per array per packet: accesses summed from a packet's first beat to its last.
         accepted = dut.i.valid & dut.i.ready
         command = dut.cfg.valid & dut.cfg.ready
-        accesses = Signal(2)
-        with m.If(accepted):
-            m.d.sync += accesses.eq(Mux(dut.first, 0, accesses) + dut.row_reads)
+        for name in ("table_reads", "row_reads", "row_writes"):
+            access = getattr(dut, name)
+            before = Signal(2, name=f"{name}_before")     # this packet's accesses in earlier cycles
+            with m.If(accepted):
+                m.d.sync += before.eq(Mux(dut.first, 0, before) + access)
+            total = Mux(dut.first, 0, before) + access
+            m.d.comb += Assert(~accepted | (total <= 1), f"a packet accessed {name} twice")
+            m.d.comb += Assert(accepted | ~access, f"{name} accessed without a packet")
+            m.d.comb += Assert(before <= 1, f"{name}: a packet's earlier beats accessed it twice")
         m.d.comb += [
-            Assert(accesses <= 1, "a packet accessed the job row twice"),
             Assert(~dut.decide | dut.first, "only a packet's first beat reads the state"),
             Assert(~(dut.decide & command), "a packet and a command wrote the row in one cycle"),
-            Assert(~dut.row_writes.any() | dut.decide | command, "row written without a packet or command"),
             Cover(dut.mark),
             Cover(dut.saturated),
         ]

@@ -81,9 +81,9 @@ class ProgressRegfile(wiring.Component):
         self.min_step = Signal(step_bits)       # its job's minimum step after this packet
         self.mark = Signal()
         self.first = Signal()                   # the beat on `i` starts a packet
-        self.row_reads = Signal(2)              # accesses of each array in this cycle
-        self.row_writes = Signal(2)
-        self.table_reads = Signal(2)
+        self.table_reads = Signal()             # packet accesses of each array in this cycle
+        self.row_reads = Signal()
+        self.row_writes = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -214,9 +214,10 @@ class ProgressRegfile(wiring.Component):
             m.d.sync += self.saturated.eq(1)
 
         # Accesses per array in this cycle (for the formal spec).
+        command = self.cfg.valid & self.cfg.ready
         m.d.comb += [
-            self.table_reads.eq(self.decide),
+            self.table_reads.eq(accept & first),
             self.row_reads.eq(self.decide),
-            self.row_writes.eq(row_write.en),
+            self.row_writes.eq(row_write.en & ~command),
         ]
         return m
