@@ -19,8 +19,9 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import Event, RisingEdge
+from scapy.data import DLT_EN10MB
 from scapy.layers.l2 import Ether
-from scapy.utils import wrpcap
+from scapy.utils import PcapWriter
 
 __all__ = [
     "pack", "unpack", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
@@ -84,7 +85,9 @@ def seed():
 def write_pcap(name, packets):
     """Write ``packets`` (bytes or scapy) to ``<run dir>/<name>.pcap`` for Wireshark."""
     path = run_dir() / f"{name}.pcap"
-    wrpcap(str(path), [Ether(p) if isinstance(p, (bytes, bytearray)) else p for p in packets])
+    with PcapWriter(str(path), linktype=DLT_EN10MB, sync=False) as out:
+        for p in packets:       # raw frames: truncated ones are written as they were
+            out.write(bytes(p))
     return path
 
 

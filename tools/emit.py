@@ -10,6 +10,7 @@ BLOCKS = {
     "spill_buffer": ("hdl.spill_buffer", "SpillBuffer"),
     "progress_regfile": ("hdl.progress_regfile", "ProgressRegfile"),
     "aggregator": ("hdl.aggregator", "Aggregator"),
+    "pipeline": ("hdl.pipeline", "Pipeline"),
 }
 
 

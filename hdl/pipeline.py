@@ -1,0 +1,141 @@
+"""Switch pipeline top: aggregator, progress register file and spill buffer manager in one datapath."""
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl import aggregator, progress_regfile, spill_buffer
+from hdl.aggregator import Aggregator
+from hdl.packet import packet_signature
+from hdl.progress_regfile import ProgressRegfile
+from hdl.spill_buffer import SpillBuffer
+
+__all__ = ["Pipeline", "COUNTERS", "OutMeta"]
+
+#: Egress metadata: the port and whether the packet came back from the spill buffer.
+OutMeta = data.StructLayout({"port": 8, "spilled": 1})
+#: Counter ports: each stage's counters under its prefix, then the packet store's own.
+COUNTERS = ([f"agg_{name}" for name in aggregator.COUNTERS]
+            + [f"sym_{name}" for name in progress_regfile.COUNTERS]
+            + [f"spill_{name}" for name in spill_buffer.COUNTERS]
+            + ["oversize", "store_stalls"])
+
+
+class Pipeline(wiring.Component):
+    """Ingress packets (``meta.port``: egress port chosen by forwarding) through three stages.
+
+    1. ``Aggregator`` (``policy``, ``slots``, ``workers``, ``values``): INA packets are
+       aggregated, results/evictions/collisions go to ``ps_port`` (``mcast_port``, default the
+       last port, for SwitchML results); every other packet passes unchanged.
+    2. ``ProgressRegfile`` (``jobs``, ``ring``, ``table``; its ``cfg`` port is ``cfg``):
+       tracked RoCEv2 flows that outpace their ring are ECN-marked; others pass unchanged.
+    3. ``SpillBuffer`` (``ports``, ``high``, ``low``, ``capacity``, ``drain_rate``,
+       ``drain_window``, ``flows``, ``order``; ``qdepth`` from the egress queues): every packet
+       is forwarded, spilled and later drained, or dropped, by handle.
+
+    Each stage parses the headers it acts on from beat 0 of the shared ``data_bytes`` bus and
+    passes other packets through, as the stages of a match-action pipeline do. Between stage 3
+    and the egress sits the packet store a traffic manager holds: ``2**handle_bits`` entries of
+    ``beats`` beats, entry = the spill buffer's handle. A packet's beats are written as they enter
+    stage 3; its entry is busy until its descriptor has been sent on ``o`` (or the spill buffer
+    dropped it). Stage 3 waits while the entry of the next handle is busy (``store_stalls``
+    counts those cycles): a stored packet is never overwritten. A packet longer than ``beats``
+    beats is not stored; its descriptor is dropped at egress (``oversize``). ``o`` sends the
+    stored beats of each descriptor with ``meta.port`` and ``meta.spilled``.
+
+    Stages 1 and 2 are register stages (latency 1 each); one beat per cycle end to end.
+    """
+
+    def __init__(self, policy="esa", slots=4, workers=4, values=8, jobs=4, ring=4, table=16,
+                 ports=4, high=12, low=4, capacity=8, drain_rate=1, drain_window=2, flows=16,
+                 order="flow", depth_bits=16, handle_bits=6, beats=2, data_bytes=128, ps_port=0,
+                 mcast_port=None, counter_bits=32):
+        assert beats >= 1 and 1 <= handle_bits <= 16
+        assert 0 <= ps_port < ports, "the parameter server sits behind one of the ports"
+        mcast_port = ports - 1 if mcast_port is None else mcast_port
+        self.agg = Aggregator(policy, slots, workers, values, data_bytes, ps_port, mcast_port,
+                              counter_bits)
+        self.sym = ProgressRegfile(jobs, ring, table, counter_bits=counter_bits, data_bytes=data_bytes)
+        self.spill = SpillBuffer(ports, high, low, capacity, drain_rate, drain_window, flows, order,
+                                 depth_bits, handle_bits, data_bytes, counter_bits)
+        self.ports, self.handle_bits, self.beats, self.data_bytes = ports, handle_bits, beats, data_bytes
+        super().__init__({
+            "i": In(packet_signature(data_bytes)),
+            "o": Out(packet_signature(data_bytes, OutMeta)),
+            "cfg": In(stream.Signature(progress_regfile.config_layout(jobs, ring, 16))),
+            "qdepth": In(data.ArrayLayout(depth_bits, ports)),
+            **{name: Out(counter_bits) for name in COUNTERS},
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.agg, m.submodules.sym, m.submodules.spill = agg, sym, spill = (
+            self.agg, self.sym, self.spill)
+        B, entries = self.beats, 1 << self.handle_bits
+        wiring.connect(m, wiring.flipped(self.i), agg.i)
+        wiring.connect(m, agg.o, sym.i)
+        wiring.connect(m, wiring.flipped(self.cfg), sym.cfg)
+        m.d.comb += spill.qdepth.eq(self.qdepth)
+
+        # Packet store, written as beats enter stage 3.
+        entry = data.StructLayout({"data": 8 * self.data_bytes, "keep": self.data_bytes, "last": 1})
+        m.submodules.store = store = memory.Memory(shape=entry, depth=entries * B, init=[])
+        write, read = store.write_port(), store.read_port(domain="comb")
+        busy = Signal(entries)
+        oversize = Signal(entries)
+        handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
+        index = Signal(range(B + 1))            # beats of it stored so far
+        waiting = busy.bit_select(handle, 1)
+        beat = sym.o.payload
+        m.d.comb += [
+            spill.i.valid.eq(sym.o.valid & ~waiting),
+            spill.i.payload.eq(beat),
+            sym.o.ready.eq(spill.i.ready & ~waiting),
+        ]
+        enter = spill.i.valid & spill.i.ready
+        m.d.comb += [
+            write.addr.eq(handle * B + index),
+            write.data.data.eq(beat.data), write.data.keep.eq(beat.keep), write.data.last.eq(beat.last),
+            write.en.eq(enter & (index < B)),
+        ]
+        with m.If(enter):
+            m.d.sync += index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))
+            with m.If(beat.last):
+                m.d.sync += [handle.eq(handle + 1),
+                             oversize.bit_select(handle, 1).eq(index == B)]
+
+        # Egress: the stored beats of each descriptor.
+        desc = spill.o.payload
+        sent = Signal(range(B))                 # beats of the current descriptor already sent
+        long = oversize.bit_select(desc.handle, 1)
+        m.d.comb += [
+            read.addr.eq(desc.handle * B + sent),
+            self.o.valid.eq(spill.o.valid & ~long),
+            self.o.payload.data.eq(read.data.data),
+            self.o.payload.keep.eq(read.data.keep),
+            self.o.payload.first.eq(sent == 0),
+            self.o.payload.last.eq(read.data.last),
+            self.o.payload.meta.port.eq(desc.port),
+            self.o.payload.meta.spilled.eq(desc.spilled),
+            spill.o.ready.eq(long | (self.o.ready & read.data.last)),
+        ]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += sent.eq(Mux(read.data.last, 0, sent + 1))
+        done = spill.o.valid & spill.o.ready
+        dropped = spill.core.arrival & spill.core.drop
+        arrived = enter & beat.last & ~dropped
+        for k in range(entries):
+            with m.If(arrived & (handle == k)):
+                m.d.sync += busy[k].eq(1)
+            with m.Elif(done & (desc.handle == k)):
+                m.d.sync += busy[k].eq(0)
+
+        # Counters.
+        for block, names, prefix in ((agg, aggregator.COUNTERS, "agg_"),
+                                     (sym, progress_regfile.COUNTERS, "sym_"),
+                                     (spill, spill_buffer.COUNTERS, "spill_")):
+            m.d.comb += [getattr(self, prefix + name).eq(getattr(block, name)) for name in names]
+        for name, event in (("oversize", done & long), ("store_stalls", sym.o.valid & waiting)):
+            counter = getattr(self, name)
+            with m.If(event):
+                m.d.sync += counter.eq(counter + 1)
+        return m

@@ -1,0 +1,143 @@
+"""Golden model of ``hdl.pipeline.Pipeline``: the three block models behind two register stages."""
+import collections
+
+from models.aggregator import AggregatorModel
+from models.progress_regfile import ProgressRegfileModel
+from models.spill_buffer import SpillBufferModel
+
+__all__ = ["PipelineModel", "beats_of"]
+
+
+def beats_of(raw, meta, width):
+    """The beats (dicts) carrying packet ``raw`` on a bus of ``width`` bytes."""
+    chunks = [raw[i:i + width] for i in range(0, len(raw), width)]
+    return [{"data": int.from_bytes(c, "little"), "keep": (1 << len(c)) - 1, "first": int(n == 0),
+             "last": int(n == len(chunks) - 1), "meta": dict(meta)} for n, c in enumerate(chunks)]
+
+
+class PipelineModel:
+    """Same parameters as ``Pipeline``; cycle-accurate at the ports.
+
+    ``packet(raw, meta)`` announces the next ingress packet (in the order they are sent); stages
+    1 and 2 decide a packet when they take its first beat. ``step(valid, qdepth, o_ready, cmd)``
+    is one clock cycle (``valid``: the next announced beat is on ``i``; ``cmd``: the command on
+    ``cfg``, or None); it returns ``(i_ready, cfg_ready, o_valid, o_beat)`` and advances the state
+    as the clock edge does.
+    """
+
+    def __init__(self, policy="esa", slots=4, workers=4, values=8, jobs=4, ring=4, table=16,
+                 ports=4, high=12, low=4, capacity=8, drain_rate=1, drain_window=2, flows=16,
+                 order="flow", depth_bits=16, handle_bits=6, beats=2, data_bytes=128, ps_port=0,
+                 mcast_port=None, counter_bits=32):
+        mcast_port = ports - 1 if mcast_port is None else mcast_port
+        self.agg = AggregatorModel(policy, slots, workers, values, data_bytes, ps_port, mcast_port,
+                                   counter_bits)
+        self.sym = ProgressRegfileModel(jobs, ring, table, counter_bits=counter_bits,
+                                        data_bytes=data_bytes)
+        self.spill = SpillBufferModel(ports, high, low, capacity, drain_rate, drain_window, flows,
+                                      order, depth_bits, handle_bits, data_bytes, counter_bits)
+        self.entries, self.beats, self.width = 1 << handle_bits, beats, data_bytes
+        self.reset()
+
+    def reset(self):
+        """Reset: empty stages and store; the Symphony tables keep their contents (SRAM)."""
+        self.agg.reset()
+        self.sym.reset()
+        self.spill.reset()
+        self.ingress = collections.deque()      # announced ingress beats: (packet, meta, beat)
+        self.stage1 = self.stage2 = None        # register stages: (packet, meta, first, last); a beat
+        self.packet1 = self.packet2 = None      # the packet each stage is in, after the stage
+        self.store = [[] for _ in range(self.entries)]
+        self.busy, self.long = [False] * self.entries, [False] * self.entries
+        self.handle = self.sent = 0
+        self.counters = {"oversize": 0, "store_stalls": 0}
+
+    def packet(self, raw, meta):
+        raw = bytes(raw)
+        self.ingress.extend((raw, meta, beat) for beat in beats_of(raw, meta, self.width))
+
+    def _stage1(self, raw, meta, beat):
+        """Stage 1 takes an ingress beat: the aggregator decides a packet on its first beat."""
+        if beat["first"]:
+            outputs = self.agg.process(raw, meta)
+            if len(outputs) == 1 and beat["last"]:
+                self.packet1 = outputs[0]
+            else:           # passed unchanged beat for beat, or dropped with all its beats
+                assert outputs in ([], [(raw, meta)]), "a multi-beat packet is passed or dropped"
+                self.packet1 = outputs[0] if outputs else None
+        if self.packet1 is None:
+            return None
+        out, out_meta = self.packet1
+        return out, out_meta, beat["first"], beat["last"]
+
+    def _stage2(self, entry):
+        """Stage 2 takes a beat of stage 1: Symphony decides a packet on its first beat."""
+        raw, meta, first, last = entry
+        if first:
+            self.packet2 = beats_of(self.sym.packet(raw), meta, self.width)
+        return self.packet2.pop(0)
+
+    def state(self):
+        """Summary for failure messages: stages, handle, busy entries, current descriptor."""
+        return (f"stage1 {self.stage1 is not None}, stage2 {self.stage2 is not None}, "
+                f"handle {self.handle}, busy {[h for h, b in enumerate(self.busy) if b]}, "
+                f"long {[h for h, b in enumerate(self.long) if b]}, descriptor {self.spill.out}, "
+                f"sent {self.sent}")
+
+    def all_counters(self):
+        """Every counter port of the RTL with the value it must show."""
+        counters = {f"agg_{k}": v for k, v in self.agg.counters.items()}
+        counters.update({f"sym_{k}": v for k, v in self.sym.counters.items()})
+        counters.update({f"spill_{k}": v for k, v in self.spill.counters.items()})
+        counters.update(self.counters)
+        return counters
+
+    def step(self, valid, qdepth, o_ready, cmd=None):
+        # Egress: the stored beats of the spill buffer's current descriptor.
+        desc = self.spill.out
+        o_beat, d_ready = None, False
+        if desc is not None:
+            if self.long[desc["handle"]]:
+                d_ready = True
+            else:
+                stored = self.store[desc["handle"]][self.sent]
+                o_beat = dict(stored, first=int(self.sent == 0),
+                              meta={"port": desc["port"], "spilled": desc["spilled"]})
+                d_ready = o_ready and bool(stored["last"])
+        # Stage 3 waits while the next handle's store entry is busy.
+        waiting = self.busy[self.handle]
+        offered = self.stage2 if not waiting else None
+        before = self.spill.counters["spill_overflow"] + self.spill.counters["malformed"]
+        s_ready, _, _ = self.spill.step(offered, qdepth, d_ready)
+        dropped = self.spill.counters["spill_overflow"] + self.spill.counters["malformed"] > before
+        enter = offered is not None and s_ready
+        load2 = self.stage2 is None or enter
+        take2 = load2 and cmd is None           # a command takes stage 2's cycle
+        load1 = self.stage1 is None or take2
+        outputs = (load1, load2, o_beat is not None, o_beat)
+
+        # The clock edge.
+        if desc is not None and d_ready:
+            self.busy[desc["handle"]] = False
+            self.counters["oversize"] += self.long[desc["handle"]]
+        if o_beat is not None and o_ready:
+            self.sent = 0 if o_beat["last"] else self.sent + 1
+        if self.stage2 is not None and waiting:
+            self.counters["store_stalls"] += 1
+        if enter:
+            entry = self.store[self.handle]
+            if self.stage2["first"]:
+                entry.clear()
+            if len(entry) < self.beats:
+                entry.append({k: self.stage2[k] for k in ("data", "keep", "last")})
+            if self.stage2["last"]:
+                self.long[self.handle] = not entry[-1]["last"]
+                self.busy[self.handle] = not dropped
+                self.handle = (self.handle + 1) % self.entries
+        if load2 and cmd is not None:
+            self.sym.config(cmd)
+        if load2:
+            self.stage2 = None if self.stage1 is None or not take2 else self._stage2(self.stage1)
+        if load1:
+            self.stage1 = self._stage1(*self.ingress.popleft()) if valid else None
+        return outputs

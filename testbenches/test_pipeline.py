@@ -1,0 +1,277 @@
+"""Switch pipeline top under Verilator, checked cycle by cycle against the composed golden model."""
+import itertools
+import random
+
+import cocotb
+import pytest
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from hdl import aggregator, spill_buffer
+from hdl.packet import beat_layout
+from hdl.pipeline import COUNTERS, OutMeta, Pipeline
+from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
+from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
+from models.pipeline import PipelineModel
+from testbenches import runner, tb
+
+
+class TB:
+    """Drives ingress packets and ``cfg``, plays the egress queues (``qdepth``) and compares every
+    cycle's ``i.ready`` and ``o`` with the model."""
+
+    def __init__(self, dut, service=3):
+        self.dut = dut
+        self.params = tb.params()
+        self.block = Pipeline(**self.params)
+        self.ports, self.width = self.block.ports, self.block.data_bytes
+        self.source = tb.PacketSource(dut, "i", beat_layout(self.width))
+        self.sink = tb.PacketSink(dut, "o", beat_layout(self.width, OutMeta))
+        self.cfg = tb.StreamSource(dut, "cfg", config_layout(self.block.sym.jobs, self.block.sym.ring, 16))
+        self.model = PipelineModel(**self.params)
+        self.service = service              # an egress queue sends one packet every `service` cycles
+        self.load = [0] * self.ports        # cross traffic queued per port, in packets
+        self.queues = [0] * self.ports
+        self.cycle = 0
+        self.sent = []                      # ingress packets (bytes, port)
+        self.checking = True                # False while a reset is under way
+        self.bursting = False
+        tb.start_clock(dut)
+        cocotb.start_soon(self._monitor())
+
+    async def reset(self):
+        self.checking = False
+        self.source.clear()
+        await tb.reset(self.dut, 3)
+        self.model.reset()
+        self.sink.clear()
+        self.queues = [0] * self.ports
+        self.checking = True
+
+    async def config(self, **cmd):
+        """Send one cfg command and wait until it is taken."""
+        self.cfg.send_nowait({"qp": 0, "job": 0, "position": 0, "chunk": 0, "delta": 0, **cmd})
+        await self.cfg.wait_idle()
+
+    def send(self, packet, port):
+        raw = bytes(packet)
+        self.sent.append((raw, port))
+        self.model.packet(raw, {"port": port})
+        self.source.send_nowait(raw, {"port": port})
+
+    def qdepth(self):
+        return [q + extra for q, extra in zip(self.queues, self.load)]
+
+    async def _monitor(self):
+        dut, layout = self.dut, beat_layout(self.width, OutMeta)
+        depth = self.qdepth()
+        while True:
+            await RisingEdge(dut.clk)
+            if not self.checking or dut.rst.value:
+                continue
+            i_valid, o_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__valid.value), bool(dut.o__ready.value)
+            cmd = (tb.unpack(self.cfg.layout, dut.cfg__payload.value.to_unsigned())
+                   if dut.cfg__valid.value else None)
+            state = self.model.state()
+            i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd)
+            where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
+            if i_valid:
+                assert bool(dut.i__ready.value) == i_ready, f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
+            if cmd is not None:
+                assert bool(dut.cfg__ready.value) == cfg_ready, f"{where}: cfg.ready {int(dut.cfg__ready.value)}, model {cfg_ready}"
+            assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
+            if o_valid:
+                beat = tb.unpack(layout, dut.o__payload.value.to_unsigned())
+                beat["data"] &= (1 << 8 * beat["keep"].bit_length()) - 1   # bytes under keep only
+                assert beat == m_beat, f"{where}: o {beat}, model {m_beat}"
+                if o_ready and beat["last"]:
+                    self.queues[beat["meta"]["port"]] += 1
+            self.cycle += 1
+            if self.cycle % self.service == 0:
+                self.queues = [max(q - 1, 0) for q in self.queues]
+            depth = self.qdepth()
+            dut.qdepth.value = tb.pack(self.block.spill.qdepth.shape(), depth)
+
+    async def bursts(self, rng, period=100):
+        """Cross traffic: every ``period`` cycles each port's load is 0 or above the high mark,
+        until ``finish``."""
+        self.bursting = True
+        while self.bursting:
+            self.load = [rng.choice([0, 0, self.block.spill.high + 4]) for _ in range(self.ports)]
+            for _ in range(period):
+                await RisingEdge(self.dut.clk)
+
+    async def finish(self, limit=20000):
+        """Remove cross traffic; wait until the spill buffer is empty and the egress idle."""
+        self.bursting, self.load = False, [0] * self.ports
+        await self.source.wait_idle()
+        quiet = 0
+        for _ in range(limit):
+            await RisingEdge(self.dut.clk)
+            quiet = quiet + 1 if not (self.dut.o__valid.value or self.model.spill.pending) else 0
+            if quiet == 8:
+                break
+        assert quiet == 8, "the pipeline did not go idle"
+
+    def counters(self):
+        return {name: int(getattr(self.dut, name).value) for name in COUNTERS}
+
+    def check(self, name):
+        """Counters equal the model's; every packet of every stage is accounted for."""
+        c = self.counters()
+        assert c == self.model.all_counters(), f"counters {c}, model {self.model.all_counters()}"
+        stage1_in = sum(c[f"agg_{k}"] for k in aggregator.COUNTERS)
+        stage2_in = sum(c[f"sym_{k}"] for k in ("unknown", "malformed", "tracked"))
+        stage3_in = sum(c[f"spill_{k}"] for k in spill_buffer.COUNTERS if k != "drained")
+        assert stage1_in == len(self.sent), f"{len(self.sent)} packets in, stage 1 counted {stage1_in}"
+        assert stage2_in == stage3_in, f"stage 2 saw {stage2_in} packets, stage 3 {stage3_in}"
+        out = c["spill_forwarded"] + c["spill_drained"] - c["oversize"]
+        assert len(self.sink) == out, f"{len(self.sink)} packets out, counters say {out}"
+        tb.write_pcap("in", [raw for raw, _ in self.sent])
+        tb.write_pcap("out", [raw for raw, _ in self.sink.queue])
+        cocotb.log.info("%s: %d in, %d out, counters %s, %d cycles", name, len(self.sent),
+                        len(self.sink), {k: v for k, v in c.items() if v}, self.cycle)
+
+
+RING_QPS = [0x100 + position for position in range(4)]
+#: Bytes of a RoCEv2 packet without payload (headers and ICRC).
+ROCE_BYTES = len(roce_packet())
+
+
+async def setup_ring(t, chunk=2, delta=1):
+    """Job 0 of Symphony: a ring of ``RING_QPS`` (as many positions as the block has)."""
+    await t.config(op=OP_JOB, job=0, chunk=chunk, delta=delta)
+    for position, qp in enumerate(RING_QPS[:t.block.sym.ring]):
+        await t.config(op=OP_INSTALL, qp=qp, job=0, position=position)
+
+
+def mixed_traffic(rng, block, count):
+    """``count`` packets: INA rounds of two jobs, ring RoCEv2 flows (position 0 lagging), other
+    RoCEv2 and UDP, multi-beat and over-long packets, truncated and non-IP frames."""
+    width, beats = block.data_bytes, block.beats
+    agg, ring = block.agg, block.sym.ring
+    rounds = {0: 0, 1: 0}
+    workers_left = {0: list(range(agg.workers)), 1: list(range(agg.workers))}
+    psn = itertools.count()
+    for _ in range(count):
+        kind = rng.choices(["ina", "ring", "roce", "udp", "long", "oversize", "bad"],
+                           [30, 30, 15, 10, 5, 4, 6])[0]
+        port = rng.randrange(block.ports)
+        if kind == "ina":
+            job = rng.randrange(2)
+            if not workers_left[job]:
+                rounds[job] += 1
+                workers_left[job] = list(range(agg.workers))
+            worker = workers_left[job].pop(rng.randrange(len(workers_left[job])))
+            values = [rng.randrange(-1 << 31, 1 << 31) for _ in range(agg.values)]
+            yield ina_packet(worker, (job << 16) | rounds[job], (rounds[job] + job) % agg.slots, values,
+                             fanin=agg.workers, priority=job), port
+        elif kind == "ring":
+            position = rng.choices(range(ring), [1] + [4] * (ring - 1))[0]
+            yield roce_packet(src=f"10.0.0.{position + 1}", qp=RING_QPS[position], psn=next(psn),
+                              payload=bytes(rng.randrange(0, 40)), tos=rng.choice([1, 2, 2, 3, 0])), port
+        elif kind == "roce":
+            yield roce_packet(src=f"10.0.1.{rng.randrange(1, 9)}", qp=rng.randrange(0x200, 0x240),
+                              psn=next(psn), payload=bytes(rng.randrange(0, 60))), port
+        elif kind == "udp":
+            yield Ether() / IP(src="10.0.2.1", dst="10.0.2.2") / UDP(sport=1000, dport=2000) / Raw(bytes(20)), port
+        elif kind in ("long", "oversize"):    # up to `beats` beats; longer than `beats` beats
+            room = beats * width - ROCE_BYTES
+            size = rng.randrange(1, room + 1) if kind == "long" else room + rng.randrange(1, width)
+            yield roce_packet(src="10.0.3.1", qp=RING_QPS[1], psn=next(psn), payload=bytes(size)), port
+        else:
+            good = bytes(roce_packet(qp=RING_QPS[2], psn=next(psn)))
+            yield rng.choice([good[:rng.randrange(1, 40)], bytes(Ether(type=0x0806) / Raw(bytes(50)))]), port
+
+
+@cocotb.test()
+async def random_traffic(dut):
+    """Mixed traffic with random gaps, cross-traffic bursts and egress backpressure vs the model."""
+    rng = random.Random(tb.seed())
+    t = TB(dut)
+    t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
+    t.sink.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
+    await t.reset()
+    await setup_ring(t)
+    for packet, port in mixed_traffic(rng, t.block, 600):
+        t.send(packet, port)
+    cocotb.start_soon(t.bursts(rng))
+    await ClockCycles(dut.clk, 1500)
+    await t.finish()
+    c = t.counters()
+    assert c["spill_spilled"] and c["spill_drained"] and c["agg_completed"] and c["sym_marked"], c
+    assert c["oversize"] and c["spill_malformed"] and c["agg_passed"], c
+    t.check("random_traffic")
+
+
+@cocotb.test()
+async def line_rate(dut):
+    """Single-beat packets back to back, no congestion: one packet per cycle in and out."""
+    t = TB(dut)
+    await t.reset()
+    count = 64
+    for n in range(count):
+        t.send(roce_packet(src=f"10.0.1.{n % 7 + 1}", qp=0x300 + n % 5, psn=n), n % t.ports)
+    t.service = 1
+    start = t.cycle
+    await t.source.wait_idle()
+    accepted = t.cycle - start
+    while len(t.sink) < count:
+        await RisingEdge(dut.clk)
+    total = t.cycle - start
+    assert accepted <= count + 1, f"{count} packets took {accepted} cycles to enter"
+    assert total <= count + 5, f"{count} packets took {total} cycles to leave"
+    t.check("line_rate")
+    cocotb.log.info("line rate: %d packets in %d cycles (in), %d cycles (out)", count, accepted, total)
+
+
+@cocotb.test()
+async def store_full(dut):
+    """Congested ports fill the spill buffer and the packet store: stage 3 waits, nothing lost."""
+    rng = random.Random(tb.seed())
+    t = TB(dut)
+    await t.reset()
+    t.load = [t.block.spill.high] + [0] * (t.ports - 1)
+    for n in range(4 * (1 << t.block.handle_bits)):
+        t.send(roce_packet(src=f"10.0.4.{n % 5 + 1}", qp=0x400 + n % 3, psn=n,
+                           payload=bytes(rng.randrange(0, 30))), 0)
+    for _ in range(400):
+        await RisingEdge(dut.clk)
+    t.load = [0] * t.ports
+    await t.finish()
+    c = t.counters()
+    assert c["store_stalls"] and c["spill_spill_overflow"], c
+    t.check("store_full")
+
+
+@cocotb.test()
+async def reset_mid_traffic(dut):
+    """A reset in the middle of traffic; the pipeline then carries on with fresh traffic."""
+    rng = random.Random(tb.seed())
+    t = TB(dut)
+    await t.reset()
+    await setup_ring(t)
+    t.load = [t.block.spill.high + 2, 0, 0, 0][:t.ports]
+    for packet, port in mixed_traffic(rng, t.block, 150):
+        t.send(packet, port)
+    for _ in range(rng.randrange(40, 120)):
+        await RisingEdge(dut.clk)
+    await t.reset()
+    t.sent, t.load = [], [0] * t.ports
+    for packet, port in mixed_traffic(rng, t.block, 150):
+        t.send(packet, port)
+    await t.finish()
+    t.check("reset_mid_traffic")
+
+
+TESTS = ["random_traffic", "line_rate", "store_full", "reset_mid_traffic"]
+PARAMS = {
+    "esa": dict(policy="esa", ports=4, high=6, low=2, capacity=8, handle_bits=5, beats=2),
+    "switchml": dict(policy="switchml", slots=2, ports=2, high=5, low=1, capacity=6, drain_rate=2,
+                     drain_window=5, order="port", handle_bits=3, beats=1, data_bytes=96),
+}
+
+
+@pytest.mark.parametrize("testcase", TESTS)
+@pytest.mark.parametrize("params", PARAMS.values(), ids=PARAMS.keys())
+def test_pipeline(params, testcase):
+    runner.run(Pipeline, params, "testbenches.test_pipeline", testcase)
