@@ -65,6 +65,7 @@ class Pipeline(wiring.Component):
             "qdepth": In(data.ArrayLayout(depth_bits, ports)),
             **{name: Out(counter_bits) for name in COUNTERS},
         })
+        self.busy = Signal(1 << handle_bits)    # store entries in use (public for the formal spec)
 
     def elaborate(self, platform):
         m = Module()
@@ -80,7 +81,7 @@ class Pipeline(wiring.Component):
         entry = data.StructLayout({"data": 8 * self.data_bytes, "keep": self.data_bytes, "last": 1})
         m.submodules.store = store = memory.Memory(shape=entry, depth=entries * B, init=[])
         write, read = store.write_port(), store.read_port(domain="comb")
-        busy = Signal(entries)
+        busy = self.busy
         oversize = Signal(entries)
         handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
         index = Signal(range(B + 1))            # beats of it stored so far
