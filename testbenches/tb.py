@@ -23,6 +23,8 @@ from scapy.data import DLT_EN10MB
 from scapy.layers.l2 import Ether
 from scapy.utils import PcapWriter
 
+from models.packet import beats_of
+
 __all__ = [
     "pack", "unpack", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
     "start_clock", "reset", "params", "run_dir", "seed", "write_pcap",
@@ -217,15 +219,8 @@ class PacketSource(StreamSource):
     def send_nowait(self, packet, meta=None):
         raw = bytes(packet)
         assert raw, "a packet has at least one byte"
-        chunks = [raw[i:i + self.width] for i in range(0, len(raw), self.width)]
-        for index, chunk in enumerate(chunks):
-            super().send_nowait({
-                "data": int.from_bytes(chunk, "little"),
-                "keep": (1 << len(chunk)) - 1,
-                "first": index == 0,
-                "last": index == len(chunks) - 1,
-                "meta": meta or {},
-            })
+        for beat in beats_of(raw, meta or {}, self.width):
+            super().send_nowait(beat)
 
 
 class PacketSink(StreamSink):
