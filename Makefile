@@ -5,7 +5,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test formal verilog report bench waves clean
+.PHONY: all setup sim test formal scenarios verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -25,6 +25,11 @@ test: setup
 
 formal: setup
 	$(PY) -m pytest -q -n $(JOBS) formal
+
+## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
+scenarios: setup
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup scenarios
+	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
 
 verilog: setup
 	$(PY) -m tools.emit build/verilog
