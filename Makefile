@@ -19,9 +19,9 @@ sim: setup
 	@echo "waveform, pcaps and log: build/spill_buffer/*-vcd/random_traffic/"
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
-## The whole suite: cocotb+Verilator testbenches, layout tests and formal proofs.
+## The whole suite: cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal scenarios
 
 formal: setup
 	$(PY) -m pytest -q -n $(JOBS) formal

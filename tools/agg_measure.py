@@ -37,8 +37,11 @@ BUILD = Path(__file__).resolve().parents[1] / "build"
 
 
 def simulate(policy, seed, jobs, rounds, slots, workers, values, window, latency, jitter, timeout,
-             ps_cost):
-    """Run the trace under ``policy``; return (per-job completion cycles, stats dict)."""
+             ps_cost, trace=None):
+    """Run the trace under ``policy``; return (per-job completion cycles, stats dict).
+
+    ``trace``, a list, receives ``(cycle, packet, outputs)`` for every packet the switch takes.
+    """
     rng = random.Random(seed)
     model = AggregatorModel(policy=policy, slots=slots, workers=workers, values=values)
     fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
@@ -100,7 +103,10 @@ def simulate(policy, seed, jobs, rounds, slots, workers, values, window, latency
                     at(cycle + timeout, "timeout", payload)
         if queue:
             raw = queue.pop(0)
-            for out, meta in model.process(raw, {"port": 1}):
+            outputs = model.process(raw, {"port": 1})
+            if trace is not None:
+                trace.append((cycle, raw, outputs))
+            for out, meta in outputs:
                 h = Ether(out)[INA]
                 jr = (h.jobseq >> 16, h.jobseq & 0xFFFF)
                 if h.ack:
