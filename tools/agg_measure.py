@@ -3,9 +3,10 @@
 ``python -m tools.agg_measure [--seed N] [--slots P] ...`` prints a table and writes
 ``build/agg_measure.csv``. This is a measurement, not a test: nothing is asserted.
 
-Closed-loop, cycle-level harness around ``models.aggregator.AggregatorModel`` (the golden model
-the RTL is checked against packet by packet; the RTL takes one packet per cycle with latency 1, see
-the ``line_rate`` test, so the model is fed at most one packet per cycle in arrival order):
+``ClosedLoop`` is a cycle-level harness around a switch that takes at most one packet per cycle
+in arrival order and emits its outputs the next cycle (the RTL's latency 1, see the ``line_rate``
+test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
+``scenarios/test_esa.py`` with the ``Aggregator`` RTL under Verilator:
 
 - ``jobs`` jobs, job ``j`` has priority ``j`` (higher = more urgent under ESA), ``2..workers``
   workers and ``rounds`` rounds; round ``r`` of job ``j`` uses slot ``(3j + r) mod slots``;
@@ -16,9 +17,11 @@ the ``line_rate`` test, so the model is fed at most one packet per cycle in arri
 - results go to the PS (ATP, ESA), which multicasts an ACK back through the switch (freeing the
   ATP slot) to the workers, or are multicast to the workers by the switch (SwitchML); pieces the
   PS receives (collisions, evictions, flushes) are summed there and completed rounds ACKed the
-  same way; the PS serves one packet per ``ps_cost`` cycles (its NIC/CPU is the bottleneck
+  same way, the ACK carrying the PS's sum; the PS serves one packet per ``ps_cost`` cycles (its NIC/CPU is the bottleneck
   in-network aggregation relieves);
-- a worker that has not learned completion ``timeout`` cycles after sending retransmits (resend).
+- a worker that has not learned completion ``timeout`` cycles after sending retransmits (resend);
+- gradients are random int32 (numpy); ``wrong_sums`` counts rounds whose sum the workers learned
+  differs from numpy's sum of their gradients (or never came).
 
 Slot utilisation: mean over cycles of held slots / slots ("held"), and of slots holding an
 incomplete aggregate ("aggregating"; under ATP a complete slot waits for the ACK round trip).
@@ -30,99 +33,156 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 from models.aggregator import POLICIES, AggregatorModel
 from models.headers import INA, Ether, ina_packet
 
 BUILD = Path(__file__).resolve().parents[1] / "build"
+#: ``meta.port`` of every packet into the switch; the switch's port towards the PS (its default).
+IN_PORT, PS_PORT = 1, 0
 
 
-def simulate(policy, seed, jobs, rounds, slots, workers, values, window, latency, jitter, timeout,
-             ps_cost, trace=None):
-    """Run the trace under ``policy``; return (per-job completion cycles, stats dict).
+class ClosedLoop:
+    """Workers, parameter server and links of the trace around a switch taking one packet a cycle.
 
-    ``trace``, a list, receives ``(cycle, packet, outputs)`` for every packet the switch takes.
+    Each cycle: ``arrivals()`` (the packet the switch takes, or None), ``leave(outputs)`` (the
+    switch's outputs leaving now, i.e. those of the packet it took the cycle before), then
+    ``tick(held, aggregating)`` (its slot occupancy during the cycle). Workers' gradients are
+    random int32 drawn with numpy; ``learned`` maps each ``(job, round)`` to the sum the workers
+    got (the switch's multicast result or the PS's ACK, whichever came first).
     """
-    rng = random.Random(seed)
-    model = AggregatorModel(policy=policy, slots=slots, workers=workers, values=values)
-    fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
-    events = []          # (cycle, order, kind, payload)
-    order = iter(range(1 << 62))
 
-    def at(cycle, kind, payload):
-        heapq.heappush(events, (cycle, next(order), kind, payload))
+    def __init__(self, policy, seed, jobs, rounds, slots, workers, values, window, latency, jitter,
+                 timeout, ps_cost):
+        self.policy, self.jobs, self.rounds, self.slots, self.values = policy, jobs, rounds, slots, values
+        self.window, self.latency, self.jitter, self.timeout, self.ps_cost = window, latency, jitter, timeout, ps_cost
+        self.rng = random.Random(seed)
+        self.fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
+        self.grads = np.random.default_rng(seed).integers(-1 << 20, 1 << 20, (jobs, rounds, workers, values))
+        self.events = []         # (cycle, order, kind, payload)
+        self.order = 0
+        self.queue = []          # the switch's input port
+        self.known = set()       # rounds whose completion the workers know
+        self.learned, self.finish = {}, {}
+        self.ps_bits, self.ps_sums, self.ps_done = defaultdict(int), {}, set()
+        self.cycle = self.held = self.aggregating = self.ps_free = 0
+        for j in range(jobs):
+            for r in range(min(window, rounds)):
+                self._send_round(j, r)
 
-    def contribution(j, r, w, resend=0):
-        return ina_packet(w, (j << 16) | r, (3 * j + r) % slots, [1] * values, fanin=fanin[j],
-                          priority=j, resend=resend)
+    def expected(self, j, r):
+        """numpy sum of the gradients of round ``r`` of job ``j`` over its workers."""
+        return self.grads[j, r, :self.fanin[j]].sum(axis=0)
 
-    def send_round(cycle, j, r):
-        for w in range(fanin[j]):
-            at(cycle + rng.randrange(jitter + 1) + latency, "switch", bytes(contribution(j, r, w)))
-            at(cycle + timeout, "timeout", (j, r, w))
+    def wrong_sums(self):
+        """Rounds the workers never learned or learned with a sum other than numpy's."""
+        return [(j, r) for j in range(self.jobs) for r in range(self.rounds)
+                if (j, r) not in self.learned or self.learned[j, r] != self.expected(j, r).tolist()]
 
-    known = set()        # rounds whose completion the workers know
-    ps_bits = defaultdict(int)
-    ps_done = set()
-    finish = {}
-    for j in range(jobs):
-        for r in range(min(window, rounds)):
-            send_round(0, j, r)
+    def busy(self):
+        """Whether anything is still scheduled or waiting at the switch."""
+        return bool(self.events or self.queue)
 
-    queue = []           # switch input port
-    cycle = held = aggregating = ps_free = 0
-    while events or queue:
-        while events and events[0][0] <= cycle:
-            _, _, kind, payload = heapq.heappop(events)
-            if kind == "switch":
-                queue.append(payload)
-            elif kind == "ps":         # the PS serves one packet per `ps_cost` cycles
-                ps_free = max(cycle, ps_free) + ps_cost
-                at(ps_free, "ps_served", payload)
-            elif kind == "ps_served":
-                h = Ether(payload)[INA]
-                if h.result and h.resend or h.jobseq in ps_done:
-                    continue
-                ps_bits[h.jobseq] |= h.bitmap
-                if ps_bits[h.jobseq] == (1 << fanin[h.jobseq >> 16]) - 1:
-                    ps_done.add(h.jobseq)
-                    ack = ina_packet(0, h.jobseq, h.index, [0] * values, fanin=fanin[h.jobseq >> 16], ack=1)
-                    at(cycle + latency, "switch", bytes(ack))
-            elif kind == "workers":
-                j, r = payload
-                if (j, r) in known:
-                    continue
-                known.add((j, r))
-                if r + window < rounds:
-                    send_round(cycle, j, r + window)
-                if sum(1 for rr in range(rounds) if (j, rr) in known) == rounds:
-                    finish[j] = cycle
-            elif kind == "timeout":
-                j, r, w = payload
-                if (j, r) not in known:
-                    at(cycle + latency, "switch", bytes(contribution(j, r, w, resend=1)))
-                    at(cycle + timeout, "timeout", payload)
-        if queue:
-            raw = queue.pop(0)
-            outputs = model.process(raw, {"port": 1})
-            if trace is not None:
-                trace.append((cycle, raw, outputs))
-            for out, meta in outputs:
-                h = Ether(out)[INA]
-                jr = (h.jobseq >> 16, h.jobseq & 0xFFFF)
-                if h.ack:
-                    at(cycle + 1 + latency, "workers", jr)
-                elif meta["port"] == model.mcast_port:
-                    at(cycle + 1 + latency, "workers", jr)
-                    if not h.resend:
-                        ps_done.add(h.jobseq)
-                else:
-                    at(cycle + 1 + latency, "ps", out)
-        held += sum(s.valid for s in model.state)
-        aggregating += sum(s.valid and not s.complete for s in model.state)
-        cycle += 1
-    stats = dict(cycles=cycle, held=held / (cycle * slots), aggregating=aggregating / (cycle * slots),
-                 **model.counters)
-    return finish, stats
+    def _at(self, cycle, kind, payload):
+        heapq.heappush(self.events, (cycle, self.order, kind, payload))
+        self.order += 1
+
+    def _contribution(self, j, r, w, resend=0):
+        return bytes(ina_packet(w, (j << 16) | r, (3 * j + r) % self.slots, self.grads[j, r, w].tolist(),
+                                fanin=self.fanin[j], priority=j, resend=resend))
+
+    def _send_round(self, j, r):
+        for w in range(self.fanin[j]):
+            self._at(self.cycle + self.rng.randrange(self.jitter + 1) + self.latency, "switch",
+                     self._contribution(j, r, w))
+            self._at(self.cycle + self.timeout, "timeout", (j, r, w))
+
+    def arrivals(self):
+        """Handle the events due this cycle; return the packet the switch takes now, or None."""
+        while self.events and self.events[0][0] <= self.cycle:
+            _, _, kind, payload = heapq.heappop(self.events)
+            getattr(self, f"_on_{kind}")(payload)
+        return self.queue.pop(0) if self.queue else None
+
+    def _on_switch(self, raw):
+        self.queue.append(raw)
+
+    def _on_ps(self, raw):
+        self.ps_free = max(self.cycle, self.ps_free) + self.ps_cost
+        self._at(self.ps_free, "ps_served", raw)
+
+    def _on_ps_served(self, raw):
+        h = Ether(raw)[INA]
+        if h.result and h.resend or h.jobseq in self.ps_done:
+            return
+        have = self.ps_bits[h.jobseq]
+        if have & h.bitmap:
+            assert h.resend and have & h.bitmap == h.bitmap, f"job+seq {h.jobseq:#x}: workers counted twice"
+            return                 # a retransmission the PS already has
+        self.ps_bits[h.jobseq] |= h.bitmap
+        self.ps_sums[h.jobseq] = self.ps_sums.get(h.jobseq, 0) + np.array(h.values, dtype=np.int64)
+        fanin = self.fanin[h.jobseq >> 16]
+        if self.ps_bits[h.jobseq] == (1 << fanin) - 1:
+            self.ps_done.add(h.jobseq)
+            ack = ina_packet(0, h.jobseq, h.index, self.ps_sums[h.jobseq].tolist(), fanin=fanin, ack=1,
+                             bitmap=self.ps_bits[h.jobseq])
+            self._at(self.cycle + self.latency, "switch", bytes(ack))
+
+    def _on_workers(self, raw):
+        h = Ether(raw)[INA]
+        j, r = h.jobseq >> 16, h.jobseq & 0xFFFF
+        if (j, r) in self.known:
+            return
+        self.known.add((j, r))
+        self.learned[j, r] = list(h.values)
+        if r + self.window < self.rounds:
+            self._send_round(j, r + self.window)
+        if sum((j, rr) in self.known for rr in range(self.rounds)) == self.rounds:
+            self.finish[j] = self.cycle
+
+    def _on_timeout(self, key):
+        j, r, w = key
+        if (j, r) not in self.known:
+            self._at(self.cycle + self.latency, "switch", self._contribution(j, r, w, resend=1))
+            self._at(self.cycle + self.timeout, "timeout", key)
+
+    def leave(self, outputs):
+        """Route the switch's ``(bytes, meta)`` outputs leaving this cycle."""
+        for raw, meta in outputs:
+            h = Ether(raw)[INA]
+            if meta["port"] != PS_PORT:        # ACKs and SwitchML's multicast go to the workers
+                self._at(self.cycle + self.latency, "workers", raw)
+                if h.result and not h.resend:
+                    self.ps_done.add(h.jobseq)
+            else:
+                self._at(self.cycle + self.latency, "ps", raw)
+
+    def tick(self, held, aggregating):
+        """End the cycle: the switch held ``held`` slots, ``aggregating`` of them incomplete."""
+        self.held += held
+        self.aggregating += aggregating
+        self.cycle += 1
+
+    def stats(self, counters):
+        """Utilisation (fractions of slot-cycles) and the switch's ``counters``."""
+        total = self.cycle * self.slots
+        return dict(cycles=self.cycle, held=self.held / total, aggregating=self.aggregating / total,
+                    **counters)
+
+
+def simulate(policy, seed, **config):
+    """Run the trace under ``policy`` on the golden model; return (finished loop, model)."""
+    loop = ClosedLoop(policy, seed, **config)
+    model = AggregatorModel(policy=policy, slots=config["slots"], workers=config["workers"],
+                            values=config["values"])
+    outputs = []
+    while loop.busy() or outputs:
+        raw = loop.arrivals()
+        loop.leave(outputs)
+        loop.tick(model.occupied(), sum(s.valid and not s.complete for s in model.state))
+        outputs = model.process(raw, {"port": IN_PORT}) if raw is not None else []
+    return loop, model
 
 
 def main():
@@ -143,9 +203,11 @@ def main():
     config = {k: v for k, v in vars(args).items() if k != "out"}
     rows = []
     for policy in POLICIES:
-        finish, stats = simulate(policy, **config)
+        loop, model = simulate(policy, **config)
+        finish = loop.finish
         row = dict(policy=policy, **{f"job{j}_prio{j}": finish.get(j, "") for j in range(args.jobs)},
-                   mean_jct=sum(finish.values()) / len(finish), **stats)
+                   mean_jct=sum(finish.values()) / len(finish), wrong_sums=len(loop.wrong_sums()),
+                   **loop.stats(model.counters))
         rows.append(row)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:
@@ -154,7 +216,7 @@ def main():
         writer.writerows(rows)
     print(" ".join(f"{k}={v}" for k, v in config.items()))
     shown = ["policy"] + [k for k in rows[0] if k.startswith("job")] + [
-        "mean_jct", "held", "aggregating", "completed", "collision", "preempted", "flushed", "resent"]
+        "mean_jct", "wrong_sums", "held", "aggregating", "completed", "collision", "preempted", "flushed", "resent"]
     print(" ".join(f"{k:>12}" for k in shown))
     for row in rows:
         print(" ".join(f"{row[k]:>12.3f}" if isinstance(row[k], float) else f"{row[k]:>12}" for k in shown))
