@@ -15,13 +15,14 @@ against the RTL. Output: ``build/scenarios/spillway.csv`` (per mode and flow) an
 """
 import collections
 import json
-import os
+import random
 
 import cocotb
 import pytest
+from amaranth.lib import data
 
 from hdl.packet import beat_layout
-from hdl.spill_buffer import SpillBuffer
+from hdl.spill_buffer import SpillBuffer, descriptor_layout
 from models.headers import roce_packet
 from models.packet import beats_of
 from models.spill_buffer import SpillBufferModel
@@ -29,39 +30,45 @@ from scenarios.common import figure, replay, write_csv
 from testbenches import runner, tb
 
 PARAMS = dict(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2, flows=16,
-              order="flow", handle_bits=16, data_bytes=64)
+              order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
 LIMIT, SERVICE = 24, 2
 #: (name, packets, one-way delay, window, retransmission timeout), cycles.
 FLOWS = [(f"intra{n}", 150, 10, 16, 400) for n in range(4)] + [("cross", 400, 150, 160, 1200)]
+JITTER = 50                                     # random start offset of each flow, cycles
 MAX_CYCLES = 40000
 
 
 class Sender:
     """A go-back-N sender and its receiver."""
 
-    def __init__(self, index, name, total, delay, window, rto):
+    def __init__(self, index, name, total, delay, window, rto, start):
         self.index, self.name, self.total, self.delay, self.window, self.rto = index, name, total, delay, window, rto
+        self.start = start
         self.next = self.una = self.expected = 0
         self.progress = 0
         self.sent = self.resent = self.dropped = self.discarded = 0
         self.done = None
 
     def packet(self, psn):
+        """The RoCEv2 frame of ``psn`` of this flow."""
         return bytes(roce_packet(src=f"10.{1 + (self.name == 'cross')}.0.{self.index + 1}",
                                  dst="10.0.0.100", sport=49152 + self.index, qp=0x10 + self.index, psn=psn))
 
 
 def simulate(spill, seed):
-    """Run the closed loop; return (per-flow stats, time series, recorded RTL cycles or None)."""
-    senders = [Sender(n, *flow) for n, flow in enumerate(FLOWS)]
+    """Run the closed loop (flow starts drawn from ``seed``); return (per-flow stats, time series,
+    recorded RTL cycles or None, spill counters, ingress frames)."""
+    rng = random.Random(seed)
+    senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(FLOWS)]
     model = SpillBufferModel(**PARAMS) if spill else None
     layout = beat_layout(PARAMS["data_bytes"])
-    block = SpillBuffer(**PARAMS)
+    depth_layout = data.ArrayLayout(PARAMS["depth_bits"], PARAMS["ports"])
+    descriptor = descriptor_layout(PARAMS["handle_bits"])
     events = collections.defaultdict(list)      # cycle -> [(kind, sender, psn)]
     ingress = collections.deque()               # packets at the switch input (one per cycle)
     queue = collections.deque()                 # egress port 0
     handles = []                                # handle -> (sender, psn)
-    series, record = [], []
+    series, record, frames = [], [], []
     served_at = 0
     cycle = 0
     while cycle < MAX_CYCLES and not all(s.done is not None for s in senders):
@@ -79,6 +86,8 @@ def simulate(spill, seed):
             elif kind == "ack" and psn > s.una:
                 s.una, s.progress = psn, cycle
         for s in senders:                       # one packet per sender per cycle
+            if cycle < s.start:
+                continue
             if s.una < s.next and cycle - s.progress > s.rto:
                 s.next, s.progress = s.una, cycle
             if s.next < min(s.una + s.window, s.total):
@@ -100,16 +109,17 @@ def simulate(spill, seed):
                 else:
                     queue.append(head)
         else:
-            beat = beats_of(head[0].packet(head[1]), {"port": 0}, PARAMS["data_bytes"])[0] if head else None
+            frame = head[0].packet(head[1]) if head else None
+            beat = beats_of(frame, {"port": 0}, PARAMS["data_bytes"])[0] if head else None
             before = model.counters["spill_overflow"]
             i_ready, o_valid, out = model.step(beat, depth, True)
             inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,
-                      "qdepth": tb.pack(block.qdepth.shape(), depth), "o__ready": 1}
+                      "qdepth": tb.pack(depth_layout, depth), "o__ready": 1}
             expected = {"o__valid": int(o_valid)}
             if head is not None:
                 expected["i__ready"] = int(i_ready)
             if o_valid:
-                expected["o__payload"] = tb.pack(block.descriptor, out)
+                expected["o__payload"] = tb.pack(descriptor, out)
                 if len(queue) >= LIMIT:
                     handles[out["handle"]][0].dropped += 1
                 else:
@@ -117,6 +127,7 @@ def simulate(spill, seed):
             if head is not None and i_ready:
                 ingress.popleft()
                 handles.append(head)
+                frames.append(frame)
                 if model.counters["spill_overflow"] > before:
                     head[0].dropped += 1
             record.append((inputs, expected))
@@ -129,20 +140,18 @@ def simulate(spill, seed):
         cycle += 1
     stats = [dict(flow=s.name, packets=s.total, sent=s.sent + s.resent, resent=s.resent,
                   dropped=s.dropped, discarded=s.discarded, completion=s.done) for s in senders]
-    return stats, series, (record if spill else None), (dict(model.counters) if spill else {})
-
-
-def seed():
-    return int(os.environ.get("INNET_SEED") or 1)
+    return stats, series, (record if spill else None), (dict(model.counters) if spill else {}), frames
 
 
 @cocotb.test()
 async def spillway(dut):
     """The closed loop with the spill buffer, replayed on the RTL cycle by cycle."""
-    stats, series, record, counters = simulate(True, seed())
+    seed = tb.seed()
+    stats, series, record, counters, frames = simulate(True, seed)
+    tb.write_pcap("spillway_ingress", frames)
     await replay(dut, record, "spillway")
     cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(record), counters)
-    (tb.run_dir() / "result.json").write_text(json.dumps({"stats": stats, "series": series,
+    (tb.run_dir() / "result.json").write_text(json.dumps({"seed": seed, "stats": stats, "series": series,
                                                           "counters": counters}))
 
 
@@ -150,7 +159,7 @@ def test_spillway():
     """With the spill buffer: fewer drops and an earlier cross-DC completion than tail drop."""
     test_dir = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway")
     result = json.loads((test_dir / "result.json").read_text())
-    without, series_without, _, _ = simulate(False, seed())
+    without, series_without, _, _, _ = simulate(False, result["seed"])
     modes = {"spill": result["stats"], "taildrop": without}
     rows = [(mode, s["flow"], s["packets"], s["sent"], s["resent"], s["dropped"], s["discarded"], s["completion"])
             for mode, stats in modes.items() for s in stats]
@@ -172,7 +181,7 @@ def test_spillway():
         bars.legend()
     drops = {mode: sum(s["dropped"] for s in stats) for mode, stats in modes.items()}
     cross = {mode: next(s["completion"] for s in stats if s["flow"] == "cross") for mode, stats in modes.items()}
-    print(f"drops {drops}, cross-DC completion {cross}, spill counters {result['counters']}")
+    print(f"seed {result['seed']}: drops {drops}, cross-DC completion {cross}, spill counters {result['counters']}")
     assert all(s["completion"] is not None for stats in modes.values() for s in stats), "a flow never completed"
     assert drops["spill"] < drops["taildrop"], drops
     assert cross["spill"] < cross["taildrop"], cross
