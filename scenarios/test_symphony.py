@@ -64,7 +64,6 @@ def commands():
 def simulate(throttle, seed):
     """Run the closed loop; return (per-flow stats, skew samples, recorded RTL cycles)."""
     rng = random.Random(seed)
-    block = ProgressRegfile(**PARAMS)
     model = ProgressRegfileModel(**PARAMS)
     layout, cfg_layout = beat_layout(PARAMS["data_bytes"]), config_layout(1, RING, PARAMS["step_bits"])
     flows = [Flow(p) for p in range(RING)]

@@ -5,18 +5,19 @@ from hdl.pipeline import Pipeline
 from hdl.progress_regfile import ProgressRegfile
 from hdl.spill_buffer import SpillBuffer
 from models.headers import ina_packet, roce_packet
+from models.packet import beats_of
 
 
-def _beat(raw, port):
-    return {"data": int.from_bytes(raw, "little"), "keep": (1 << len(raw)) - 1,
-            "first": 1, "last": 1, "meta": {"port": port}}
+def _beat(component, packet, port):
+    beat, = beats_of(bytes(packet), {"port": port}, component.data_bytes)
+    return beat
 
 
 def roce_beats(component, count, rng):
     """``count`` single-beat RoCEv2 packets of random flows (ECN-capable, 60 bytes)."""
-    return [_beat(bytes(roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
-                                    sport=rng.randrange(49152, 65536), qp=rng.randrange(1, 64),
-                                    psn=n, payload=bytes(2))), n % 4)
+    return [_beat(component, roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
+                                         sport=rng.randrange(49152, 65536), qp=rng.randrange(1, 64),
+                                         psn=n, payload=bytes(2)), n % 4)
             for n in range(count)]
 
 
@@ -26,8 +27,8 @@ def ina_beats(component, count, rng):
     beats = []
     for n in range(count):
         round_, worker = divmod(n, W)
-        beats.append(_beat(bytes(ina_packet(worker=worker, jobseq=round_, index=round_ % P, fanin=W,
-                                            values=[rng.randrange(-1000, 1000) for _ in range(V)])), 0))
+        beats.append(_beat(component, ina_packet(worker=worker, jobseq=round_, index=round_ % P, fanin=W,
+                                                 values=[rng.randrange(-1000, 1000) for _ in range(V)]), 0))
     return beats
 
 
