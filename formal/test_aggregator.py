@@ -22,7 +22,7 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
 from formal.runner import prove
-from hdl.aggregator import Aggregator
+from hdl.aggregator import Aggregator, AggregatorParams
 from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, wire_bytes, wire_view
 from models.headers import ina_packet
 
@@ -40,8 +40,8 @@ class AggregatorSpec(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         P, W, V = self.slots, self.workers, self.values
-        m.submodules.dut = dut = Aggregator(policy=self.policy, slots=P, workers=W, values=V,
-                                            data_bytes=64)
+        m.submodules.dut = dut = Aggregator(AggregatorParams(policy=self.policy, slots=P, workers=W,
+                                                             values=V, data_bytes=64))
         template = bytes(ina_packet(0, 0, 0, [0] * V)).ljust(64, b"\0")
         data = Signal(8 * 64)
         ina = wire_view(INA, data, INA_OFFSET)

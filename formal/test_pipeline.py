@@ -17,11 +17,12 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Cover, Elaboratable, Module, Signal, Value
 
 from formal.runner import prove
-from hdl.pipeline import Pipeline
+from hdl.pipeline import Pipeline, PipelineParams
 
-PARAMS = dict(policy="esa", slots=1, workers=2, values=1, jobs=1, ring=2, table=2, ports=2, high=2,
-              low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2, handle_bits=2,
-              beats=1, data_bytes=64, counter_bits=4)
+PARAMS = PipelineParams.of(
+    agg=dict(policy="esa", slots=1, workers=2, values=1), sym=dict(jobs=1, ring=2, table=2),
+    spill=dict(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2,
+               handle_bits=2), beats=1, data_bytes=64, counter_bits=4)
 
 
 class Spec(Elaboratable):
@@ -29,7 +30,7 @@ class Spec(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = Pipeline(**PARAMS)
+        m.submodules.dut = dut = Pipeline(PARAMS)
         for port in (dut.i.valid, dut.i.payload, dut.cfg.valid, dut.cfg.payload, dut.qdepth, dut.o.ready):
             m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
         spill = dut.spill
@@ -37,10 +38,10 @@ class Spec(Elaboratable):
         m.d.comb += busy.eq(sum(dut.busy[k] for k in range(len(dut.busy))))
         handle = spill.core.d.payload.handle
         entering = spill.i.valid & spill.i.ready
-        sent = Signal(PARAMS["counter_bits"])            # whole packets sent on o
+        sent = Signal(PARAMS.spill.counter_bits)            # whole packets sent on o
         with m.If(dut.o.valid & dut.o.ready & dut.o.payload.last):
             m.d.sync += sent.eq(sent + 1)
-        left = Signal(PARAMS["counter_bits"])            # descriptors that left the spill buffer
+        left = Signal(PARAMS.spill.counter_bits)            # descriptors that left the spill buffer
         m.d.comb += left.eq(spill.forwarded + spill.drained - spill.o.valid)
         m.d.comb += [
             Assert(~(entering & dut.busy.bit_select(handle, 1)), "a busy store entry was written"),

@@ -14,9 +14,9 @@ from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from formal.runner import prove
-from hdl.progress_regfile import COUNTERS, ProgressRegfile
+from hdl.progress_regfile import COUNTERS, ProgressRegfile, ProgressRegfileParams
 
-PARAMS = dict(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3)
+PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3)
 
 
 def free_stream(m, port, ready):
@@ -34,7 +34,7 @@ class ProgressSpec(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = ProgressRegfile(**PARAMS)
+        m.submodules.dut = dut = ProgressRegfile(PARAMS)
         m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(AnySeq(1))]
         free_stream(m, dut.i, dut.i.ready)
         free_stream(m, dut.cfg, dut.cfg.ready)
@@ -45,7 +45,7 @@ class ProgressSpec(Elaboratable):
         m.d.comb += Assert(~dut.mark | (dut.step != dut.min_step), "a flow at the minimum was marked")
 
         # Counters only grow; a lost event has raised `saturated`.
-        top = (1 << PARAMS["counter_bits"]) - 1
+        top = (1 << PARAMS.counter_bits) - 1
         started = Signal()
         m.d.sync += started.eq(1)
         lost = Signal()

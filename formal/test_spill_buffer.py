@@ -24,9 +24,9 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
 
 from formal.runner import prove
-from hdl.spill_buffer import COUNTERS, SpillCore
+from hdl.spill_buffer import COUNTERS, SpillBufferParams, SpillCore
 
-PARAMS = dict(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
+PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
               depth_bits=2, handle_bits=3, counter_bits=4)
 
 
@@ -58,7 +58,7 @@ class Spec(Elaboratable):
     """SpillCore with free inputs; storage, conservation, no-duplicate, order and drain properties."""
 
     def __init__(self, order):
-        self.core = SpillCore(order=order, **PARAMS)
+        self.core = SpillCore(PARAMS.replace(order=order))
 
     def elaborate(self, platform):
         m = Module()

@@ -6,16 +6,11 @@ from amaranth.lib.wiring import In, Out
 from hdl.headers import (ETHERNET, ETHERTYPE_IPV4, INA, INA_HEADER_BYTES, INA_OFFSET, INA_PORT,
                          IP_OFFSET, IPPROTO_UDP, IPV4, UDP, UDP_OFFSET, wire_bytes, wire_view)
 from hdl.packet import packet_signature
+from models.aggregator import COUNTERS, POLICIES, AggregatorParams
+from models.params import check
+from models.wire import INT32_MAX, INT32_MIN
 
-__all__ = ["Aggregator", "COUNTERS", "POLICIES"]
-
-POLICIES = ("atp", "switchml", "esa")
-#: One counter per outcome of a packet (``first`` beat); their sum is the number of packets in.
-COUNTERS = ("passed", "malformed", "bad_header", "consumed", "completed", "duplicate", "resent",
-            "collision", "preempted", "flushed", "ack_freed", "ack_passed")
-
-INT32_MAX = (1 << 31) - 1
-INT32_MIN = -(1 << 31)
+__all__ = ["Aggregator", "AggregatorParams", "COUNTERS", "POLICIES"]
 
 
 def _popcount(value):
@@ -72,14 +67,13 @@ class Aggregator(wiring.Component):
     ``ps_port`` under ATP and ESA (the PS multicasts). Forwarded packets keep their meta.
     """
 
-    def __init__(self, policy="esa", slots=4, workers=4, values=8, data_bytes=128, ps_port=0,
-                 mcast_port=255, counter_bits=32):
-        assert policy in POLICIES, f"policy must be one of {POLICIES}"
-        assert 1 <= slots <= 1 << 16 and 2 <= workers <= 32 and values >= 1
+    def __init__(self, params=None):
+        p = self.params = check(params, AggregatorParams)
+        policy, slots, workers, values, data_bytes, counter_bits = (
+            p.policy, p.slots, p.workers, p.values, p.data_bytes, p.counter_bits)
         self.policy, self.slots, self.workers, self.values = policy, slots, workers, values
-        self.data_bytes, self.ps_port, self.mcast_port = data_bytes, ps_port, mcast_port
-        self.length = INA_HEADER_BYTES + 4 * values
-        assert self.length <= data_bytes, "an INA packet must fit one beat"
+        self.data_bytes, self.ps_port, self.mcast_port = data_bytes, p.ps_port, p.mcast_port
+        self.length = p.length
         signature = {"i": In(packet_signature(data_bytes)), "o": Out(packet_signature(data_bytes))}
         signature.update({name: Out(counter_bits) for name in COUNTERS})
         super().__init__(signature)

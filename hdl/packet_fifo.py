@@ -3,9 +3,11 @@ from amaranth.hdl import Module
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.packet import Meta, beat_layout, packet_signature
+from hdl.packet import beat_layout, packet_signature
+from models.packet_fifo import PacketFifoParams
+from models.params import check
 
-__all__ = ["PacketFifo"]
+__all__ = ["PacketFifo", "PacketFifoParams"]
 
 
 class PacketFifo(wiring.Component):
@@ -15,17 +17,16 @@ class PacketFifo(wiring.Component):
     the simulation benchmark (the cheapest possible block).
     """
 
-    def __init__(self, data_bytes=64, depth=4, meta=Meta):
-        self.data_bytes = data_bytes
-        self.depth = depth
-        self.meta = meta
-        super().__init__({"i": In(packet_signature(data_bytes, meta)),
-                          "o": Out(packet_signature(data_bytes, meta))})
+    def __init__(self, params=None):
+        p = self.params = check(params, PacketFifoParams)
+        self.data_bytes, self.depth = p.data_bytes, p.depth
+        super().__init__({"i": In(packet_signature(p.data_bytes)),
+                          "o": Out(packet_signature(p.data_bytes))})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.fifo = queue = fifo.SyncFIFOBuffered(
-            width=beat_layout(self.data_bytes, self.meta).size, depth=self.depth)
+            width=beat_layout(self.data_bytes).size, depth=self.depth)
         wiring.connect(m, wiring.flipped(self.i), queue.w_stream)
         wiring.connect(m, queue.r_stream, wiring.flipped(self.o))
         return m

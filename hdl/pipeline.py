@@ -8,16 +8,13 @@ from hdl.aggregator import Aggregator
 from hdl.packet import packet_signature
 from hdl.progress_regfile import ProgressRegfile
 from hdl.spill_buffer import SpillBuffer
+from models.params import check
+from models.pipeline import COUNTERS, PipelineParams
 
-__all__ = ["Pipeline", "COUNTERS", "OutMeta"]
+__all__ = ["Pipeline", "PipelineParams", "COUNTERS", "OutMeta"]
 
 #: Egress metadata: the port and whether the packet came back from the spill buffer.
 OutMeta = data.StructLayout({"port": 8, "spilled": 1})
-#: Counter ports: each stage's counters under its prefix, then the packet store's own.
-COUNTERS = ([f"agg_{name}" for name in aggregator.COUNTERS]
-            + [f"sym_{name}" for name in progress_regfile.COUNTERS]
-            + [f"spill_{name}" for name in spill_buffer.COUNTERS]
-            + ["oversize", "store_stalls"])
 
 
 class Pipeline(wiring.Component):
@@ -45,27 +42,19 @@ class Pipeline(wiring.Component):
     Stages 1 and 2 are register stages (latency 1 each); one beat per cycle end to end.
     """
 
-    def __init__(self, policy="esa", slots=4, workers=4, values=8, jobs=4, ring=4, table=16,
-                 ports=4, high=12, low=4, capacity=8, drain_rate=1, drain_window=2, flows=16,
-                 order="flow", depth_bits=16, handle_bits=6, beats=2, data_bytes=128, ps_port=0,
-                 mcast_port=None, counter_bits=32):
-        assert beats >= 1 and 1 <= handle_bits <= 16
-        assert 0 <= ps_port < ports, "the parameter server sits behind one of the ports"
-        mcast_port = ports - 1 if mcast_port is None else mcast_port
-        self.agg = Aggregator(policy, slots, workers, values, data_bytes, ps_port, mcast_port,
-                              counter_bits)
-        self.sym = ProgressRegfile(jobs, ring, table, counter_bits=counter_bits, data_bytes=data_bytes)
-        self.spill = SpillBuffer(ports, high, low, capacity, drain_rate, drain_window, flows, order,
-                                 depth_bits, handle_bits, data_bytes, counter_bits)
-        self.ports, self.handle_bits, self.beats, self.data_bytes = ports, handle_bits, beats, data_bytes
+    def __init__(self, params=None):
+        p = self.params = check(params, PipelineParams)
+        self.agg, self.sym, self.spill = Aggregator(p.agg), ProgressRegfile(p.sym), SpillBuffer(p.spill)
+        ports, data_bytes, counter_bits = p.spill.ports, p.data_bytes, p.spill.counter_bits
+        self.ports, self.handle_bits, self.beats, self.data_bytes = ports, p.spill.handle_bits, p.beats, data_bytes
         super().__init__({
             "i": In(packet_signature(data_bytes)),
             "o": Out(packet_signature(data_bytes, OutMeta)),
-            "cfg": In(stream.Signature(progress_regfile.config_layout(jobs, ring, 16))),
-            "qdepth": In(data.ArrayLayout(depth_bits, ports)),
+            "cfg": In(stream.Signature(progress_regfile.config_layout(p.sym.jobs, p.sym.ring, p.sym.step_bits))),
+            "qdepth": In(data.ArrayLayout(p.spill.depth_bits, ports)),
             **{name: Out(counter_bits) for name in COUNTERS},
         })
-        self.busy = Signal(1 << handle_bits)    # store entries in use (public for the formal spec)
+        self.busy = Signal(1 << self.handle_bits)    # store entries in use (public for the formal spec)
 
     def elaborate(self, platform):
         m = Module()

@@ -6,17 +6,12 @@ from amaranth.lib.wiring import In, Out
 from hdl.headers import (BTH, BTH_OFFSET, ETHERNET, ETHERTYPE_IPV4, IP_OFFSET, IPPROTO_UDP, IPV4,
                          ROCE_HEADER_BYTES, ROCEV2_PORT, UDP, UDP_OFFSET, wire_view)
 from hdl.packet import packet_signature
+from models.params import check
+from models.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfileParams
+from models.wire import ECN_CE, LAST_OPCODES
 
-__all__ = ["ProgressRegfile", "COUNTERS", "OP_INSTALL", "OP_REMOVE", "OP_JOB", "LAST_OPCODES",
-           "config_layout"]
-
-#: Per-reason packet counters (saturating); every packet is exactly one of the first five.
-COUNTERS = ("unknown", "malformed", "tracked", "marked", "not_ect")
-OP_INSTALL, OP_REMOVE, OP_JOB = 1, 2, 3
-#: RC opcodes that end a message (SEND_LAST, SEND_ONLY, RDMA_WRITE_LAST, RDMA_WRITE_ONLY, and the
-#: _WITH_IMMEDIATE variants): with ``message_steps`` they close the flow's current step.
-LAST_OPCODES = (0x02, 0x03, 0x04, 0x05, 0x08, 0x09, 0x0A, 0x0B)
-ECN_CE = 0b11
+__all__ = ["ProgressRegfile", "ProgressRegfileParams", "COUNTERS", "OP_INSTALL", "OP_REMOVE",
+           "OP_JOB", "LAST_OPCODES", "config_layout"]
 
 
 def config_layout(jobs, ring, step_bits):
@@ -57,11 +52,11 @@ class ProgressRegfile(wiring.Component):
     per cycle); other beats pass unchanged.
     """
 
-    def __init__(self, jobs=4, ring=4, table=16, step_bits=16, counter_bits=32, data_bytes=64,
-                 message_steps=False):
-        assert jobs >= 1 and ring >= 2 and table >= 2 and table & (table - 1) == 0
-        assert data_bytes >= ROCE_HEADER_BYTES, "RoCEv2 headers must sit in the first beat"
-        self.jobs, self.ring, self.table, self.step_bits = jobs, ring, table, step_bits
+    def __init__(self, params=None):
+        p = self.params = check(params, ProgressRegfileParams)
+        jobs, ring, step_bits, counter_bits, data_bytes, message_steps = (
+            p.jobs, p.ring, p.step_bits, p.counter_bits, p.data_bytes, p.message_steps)
+        self.jobs, self.ring, self.table, self.step_bits = jobs, ring, p.table, step_bits
         self.counter_bits, self.data_bytes, self.message_steps = counter_bits, data_bytes, message_steps
         self.row = data.StructLayout({"step": data.ArrayLayout(step_bits, ring),
                                       "count": data.ArrayLayout(16, ring)})

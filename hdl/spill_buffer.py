@@ -5,13 +5,11 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.headers import ETHERNET, ETHERTYPE_IPV4, IP_OFFSET, IPPROTO_UDP, IPV4, UDP, UDP_OFFSET, wire_view
 from hdl.packet import packet_signature
+from models.params import check
+from models.spill_buffer import COUNTERS, MIN_LENGTH, SpillBufferParams
 
-__all__ = ["SpillBuffer", "SpillCore", "COUNTERS", "MIN_LENGTH", "descriptor_layout", "arrival_layout"]
-
-#: Per-reason packet counters; packets in = forwarded + pending + drained + spill_overflow + malformed.
-COUNTERS = ("forwarded", "spilled", "drained", "spill_overflow", "malformed")
-#: Ethernet + IPv4 + UDP: the shortest packet whose 5-tuple can be read.
-MIN_LENGTH = UDP_OFFSET + UDP.size // 8
+__all__ = ["SpillBuffer", "SpillCore", "SpillBufferParams", "COUNTERS", "MIN_LENGTH",
+           "descriptor_layout", "arrival_layout"]
 
 
 def descriptor_layout(handle_bits=16):
@@ -49,14 +47,12 @@ class SpillCore(wiring.Component):
     flow count before the drain's decrement, so it is spilled behind the drained packet.
     """
 
-    def __init__(self, ports=4, high=24, low=8, capacity=16, drain_rate=1, drain_window=2,
-                 flows=16, order="flow", depth_bits=16, handle_bits=16, counter_bits=32):
-        assert order in ("flow", "port"), "order is 'flow' or 'port'"
-        assert 0 <= low < high < 1 << depth_bits, "watermarks need 0 <= low < high"
-        assert 1 <= drain_rate <= drain_window and capacity >= 1 and 2 <= ports <= 256
-        assert flows >= 2 and flows & (flows - 1) == 0, "flows is a power of two >= 2"
-        self.ports, self.high, self.low, self.capacity = ports, high, low, capacity
-        self.drain_rate, self.drain_window, self.flows, self.order = drain_rate, drain_window, flows, order
+    def __init__(self, params=None):
+        p = self.params = check(params, SpillBufferParams)
+        ports, capacity, flows, handle_bits = p.ports, p.capacity, p.flows, p.handle_bits
+        depth_bits, drain_rate, drain_window, counter_bits = p.depth_bits, p.drain_rate, p.drain_window, p.counter_bits
+        self.ports, self.high, self.low, self.capacity = ports, p.high, p.low, capacity
+        self.drain_rate, self.drain_window, self.flows, self.order = drain_rate, drain_window, flows, p.order
         self.handle_bits = handle_bits
         self.descriptor = descriptor_layout(handle_bits)
         signature = {
@@ -193,14 +189,13 @@ class SpillBuffer(wiring.Component):
     frees their packets) and the counters.
     """
 
-    def __init__(self, ports=4, high=24, low=8, capacity=16, drain_rate=1, drain_window=2,
-                 flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64,
-                 counter_bits=32):
-        assert data_bytes >= MIN_LENGTH, "the 5-tuple must sit in the first beat"
-        self.core = SpillCore(ports, high, low, capacity, drain_rate, drain_window, flows, order,
-                              depth_bits, handle_bits, counter_bits)
-        self.ports, self.high, self.low, self.capacity = ports, high, low, capacity
-        self.depth_bits, self.data_bytes, self.flows = depth_bits, data_bytes, flows
+    def __init__(self, params=None):
+        p = self.params = check(params, SpillBufferParams)
+        self.core = SpillCore(p)
+        ports, capacity, depth_bits, data_bytes, counter_bits = (
+            p.ports, p.capacity, p.depth_bits, p.data_bytes, p.counter_bits)
+        self.ports, self.high, self.low, self.capacity = ports, p.high, p.low, capacity
+        self.depth_bits, self.data_bytes, self.flows = depth_bits, data_bytes, p.flows
         self.descriptor = self.core.descriptor
         signature = {
             "i": In(packet_signature(data_bytes)),

@@ -8,19 +8,43 @@ of those rules (no code shared with the RTL).
 import struct
 from dataclasses import dataclass, field
 
-from hdl.headers import INA_HEADER_BYTES, INA_OFFSET, INA_PORT, UDP_OFFSET
+from models import wire
+from models.params import Params, check, param
+from models.wire import INA_HEADER_BYTES, INA_OFFSET, INA_PORT, INT32_MAX, INT32_MIN, UDP_OFFSET
 
-__all__ = ["AggregatorModel", "COUNTERS", "POLICIES", "INT32_MAX", "INT32_MIN", "sat_add"]
+__all__ = ["AggregatorParams", "AggregatorModel", "COUNTERS", "POLICIES", "INT32_MAX", "INT32_MIN",
+           "sat_add"]
 
 POLICIES = ("atp", "switchml", "esa")
 #: One counter per outcome of a packet; their sum is the number of packets in.
 COUNTERS = ("passed", "malformed", "bad_header", "consumed", "completed", "duplicate", "resent",
             "collision", "preempted", "flushed", "ack_freed", "ack_passed")
-INT32_MAX = (1 << 31) - 1
-INT32_MIN = -(1 << 31)
 
-# flag bits inside the flags byte (byte 5 of the INA header), most significant first on the wire
-OVERFLOW, RESEND, COLLISION, ACK, EVICT, RESULT = (0x80, 0x40, 0x20, 0x10, 0x08, 0x04)
+OVERFLOW, RESEND, COLLISION, ACK, EVICT, RESULT = (
+    wire.INA_OVERFLOW, wire.INA_RESEND, wire.INA_COLLISION, wire.INA_ACK, wire.INA_EVICT, wire.INA_RESULT)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AggregatorParams(Params):
+    """Parameters of ``Aggregator`` and its model."""
+    policy: str = param("esa", choices=POLICIES, doc="slot policy")
+    slots: int = param(4, lo=1, hi=1 << 16, doc="aggregator slots")
+    workers: int = param(4, lo=2, hi=32, doc="workers (bitmap bits used)")
+    values: int = param(8, lo=1, hi=256, doc="int32 values per packet")
+    data_bytes: int = param(128, lo=INA_HEADER_BYTES + 4, hi=1024, doc="bus width, bytes")
+    ps_port: int = param(0, lo=0, hi=255, doc="egress port of the parameter server")
+    mcast_port: int = param(255, lo=0, hi=255, doc="egress port of SwitchML's result multicast")
+    counter_bits: int = param(32, lo=1, hi=64, doc="counter width")
+
+    @property
+    def length(self):
+        """Bytes of an INA packet: headers and ``values`` int32."""
+        return INA_HEADER_BYTES + 4 * self.values
+
+    def validate(self):
+        if self.length > self.data_bytes:
+            self.fail(f"an INA packet of values = {self.values} ({self.length} bytes) must fit one "
+                      f"beat of data_bytes = {self.data_bytes}")
 
 
 def sat_add(a, b):
@@ -48,17 +72,15 @@ class Slot:
 
 
 class AggregatorModel:
-    """Reference behaviour of ``hdl.aggregator.Aggregator`` with the same constructor parameters."""
+    """Reference behaviour of ``hdl.aggregator.Aggregator``; takes the same ``AggregatorParams``."""
 
-    def __init__(self, policy="esa", slots=4, workers=4, values=8, data_bytes=128, ps_port=0,
-                 mcast_port=255, counter_bits=32):
-        assert policy in POLICIES
-        self.policy, self.slots, self.workers, self.nvalues = policy, slots, workers, values
-        self.data_bytes, self.ps_port, self.mcast_port = data_bytes, ps_port, mcast_port
-        self.counter_mask = (1 << counter_bits) - 1
-        self.length = INA_HEADER_BYTES + 4 * values
-        self.result_port = mcast_port if policy == "switchml" else ps_port
-        assert self.length <= data_bytes, "header and values must fit one beat"
+    def __init__(self, params=None):
+        p = self.params = check(params, AggregatorParams)
+        self.policy, self.slots, self.workers, self.nvalues = p.policy, p.slots, p.workers, p.values
+        self.data_bytes, self.ps_port, self.mcast_port = p.data_bytes, p.ps_port, p.mcast_port
+        self.counter_mask = (1 << p.counter_bits) - 1
+        self.length = p.length
+        self.result_port = p.mcast_port if p.policy == "switchml" else p.ps_port
         self.reset()
 
     def reset(self):
@@ -79,11 +101,14 @@ class AggregatorModel:
     @staticmethod
     def is_ina(raw):
         """Ethernet/IPv4 (no options)/UDP to the INA port; anything else is not ours."""
-        return (len(raw) >= UDP_OFFSET + 4 and raw[12:14] == b"\x08\x00" and raw[14] == 0x45
-                and raw[23] == 17 and struct.unpack_from(">H", raw, UDP_OFFSET + 2)[0] == INA_PORT)
+        return (len(raw) >= UDP_OFFSET + 4
+                and int.from_bytes(raw[wire.ETHERTYPE_AT:wire.ETHERTYPE_AT + 2], "big") == wire.ETHERTYPE_IPV4
+                and raw[wire.IP_VERSION_IHL_AT] == wire.IPV4_VERSION_IHL5
+                and raw[wire.IP_PROTO_AT] == wire.IPPROTO_UDP
+                and struct.unpack_from(">H", raw, wire.UDP_DPORT_AT)[0] == INA_PORT)
 
     def _header(self, raw):
-        bitmap, fanin, flags, jobseq, index, priority = struct.unpack_from(">IBBIHB", raw, INA_OFFSET)
+        bitmap, fanin, flags, jobseq, index, priority = struct.unpack_from(wire.INA_STRUCT, raw, INA_OFFSET)
         values = list(struct.unpack_from(f">{self.nvalues}i", raw, INA_HEADER_BYTES))
         return dict(bitmap=bitmap, fanin=fanin, flags=flags, jobseq=jobseq, index=index,
                     priority=priority, values=values)
@@ -97,9 +122,9 @@ class AggregatorModel:
 
     def _emit(self, raw, port, flags, bitmap, jobseq, fanin, priority, values):
         head = bytearray(raw[:INA_OFFSET])
-        head[UDP_OFFSET + 6:UDP_OFFSET + 8] = b"\0\0"
-        index = struct.unpack_from(">H", raw, INA_OFFSET + 10)[0]
-        head += struct.pack(">IBBIHB", bitmap, fanin, flags, jobseq, index, priority)
+        head[wire.UDP_CHECKSUM_AT:wire.UDP_CHECKSUM_AT + 2] = b"\0\0"
+        index = struct.unpack_from(">H", raw, wire.INA_INDEX_AT)[0]
+        head += struct.pack(wire.INA_STRUCT, bitmap, fanin, flags, jobseq, index, priority)
         head += struct.pack(f">{self.nvalues}i", *values)
         return bytes(head), {"port": port}
 

@@ -1,16 +1,67 @@
 """Golden model of ``hdl.pipeline.Pipeline``: the three block models behind two register stages."""
 import collections
+from dataclasses import dataclass
 
-from models.aggregator import AggregatorModel
+from models import aggregator, progress_regfile, spill_buffer
+from models.aggregator import AggregatorModel, AggregatorParams
 from models.packet import beats_of
-from models.progress_regfile import ProgressRegfileModel
-from models.spill_buffer import SpillBufferModel
+from models.params import Params, check, param
+from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
+from models.spill_buffer import SpillBufferModel, SpillBufferParams
 
-__all__ = ["PipelineModel"]
+__all__ = ["PipelineParams", "PipelineModel", "COUNTERS"]
+
+#: Counter ports: each stage's counters under its prefix, then the packet store's own.
+COUNTERS = ([f"agg_{name}" for name in aggregator.COUNTERS]
+            + [f"sym_{name}" for name in progress_regfile.COUNTERS]
+            + [f"spill_{name}" for name in spill_buffer.COUNTERS]
+            + ["oversize", "store_stalls"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineParams(Params):
+    """Parameters of ``Pipeline``: its three stages' own parameter objects and the packet store.
+
+    The stages share the bus (``data_bytes``) and counter width; the aggregator's PS and multicast
+    ports are egress ports of the spill buffer; the store has ``2**spill.handle_bits`` entries of
+    ``beats`` beats.
+    """
+    agg: AggregatorParams = param(AggregatorParams(data_bytes=128, mcast_port=3), doc="stage 1")
+    sym: ProgressRegfileParams = param(ProgressRegfileParams(data_bytes=128), doc="stage 2")
+    spill: SpillBufferParams = param(SpillBufferParams(high=12, low=4, capacity=8, handle_bits=6,
+                                                       data_bytes=128), doc="stage 3")
+    beats: int = param(2, lo=1, hi=64, doc="beats per packet-store entry")
+
+    def validate(self):
+        widths = {self.agg.data_bytes, self.sym.data_bytes, self.spill.data_bytes}
+        if len(widths) != 1:
+            self.fail(f"agg, sym and spill data_bytes must be equal, got {self.agg.data_bytes}, "
+                      f"{self.sym.data_bytes}, {self.spill.data_bytes}")
+        if len({self.agg.counter_bits, self.sym.counter_bits, self.spill.counter_bits}) != 1:
+            self.fail("agg, sym and spill counter_bits must be equal")
+        if self.spill.handle_bits > 16:
+            self.fail(f"spill.handle_bits = {self.spill.handle_bits}: the store takes at most 2**16 entries")
+        for name in ("ps_port", "mcast_port"):
+            if getattr(self.agg, name) >= self.spill.ports:
+                self.fail(f"agg.{name} = {getattr(self.agg, name)} must be an egress port "
+                          f"(< spill.ports = {self.spill.ports})")
+
+    @property
+    def data_bytes(self):
+        return self.spill.data_bytes
+
+    @classmethod
+    def of(cls, *, beats=2, data_bytes=128, counter_bits=32, agg=None, sym=None, spill=None):
+        """Parameters from partial stage settings (dicts over the defaults) sharing ``data_bytes``
+        and ``counter_bits``; the multicast port defaults to the last egress port."""
+        default, common = cls(), {"data_bytes": data_bytes, "counter_bits": counter_bits}
+        spill = default.spill.replace(**common, **(spill or {}))
+        return cls(agg=default.agg.replace(**{"mcast_port": spill.ports - 1, **common, **(agg or {})}),
+                   sym=default.sym.replace(**common, **(sym or {})), spill=spill, beats=beats)
 
 
 class PipelineModel:
-    """Same parameters as ``Pipeline``; cycle-accurate at the ports.
+    """Takes the ``PipelineParams`` of ``Pipeline``; cycle-accurate at the ports.
 
     ``packet(raw, meta)`` announces the next ingress packet (in the order they are sent); stages
     1 and 2 decide a packet when they take its first beat. ``step(valid, qdepth, o_ready, cmd)``
@@ -19,18 +70,12 @@ class PipelineModel:
     as the clock edge does.
     """
 
-    def __init__(self, policy="esa", slots=4, workers=4, values=8, jobs=4, ring=4, table=16,
-                 ports=4, high=12, low=4, capacity=8, drain_rate=1, drain_window=2, flows=16,
-                 order="flow", depth_bits=16, handle_bits=6, beats=2, data_bytes=128, ps_port=0,
-                 mcast_port=None, counter_bits=32):
-        mcast_port = ports - 1 if mcast_port is None else mcast_port
-        self.agg = AggregatorModel(policy, slots, workers, values, data_bytes, ps_port, mcast_port,
-                                   counter_bits)
-        self.sym = ProgressRegfileModel(jobs, ring, table, counter_bits=counter_bits,
-                                        data_bytes=data_bytes)
-        self.spill = SpillBufferModel(ports, high, low, capacity, drain_rate, drain_window, flows,
-                                      order, depth_bits, handle_bits, data_bytes, counter_bits)
-        self.entries, self.beats, self.width = 1 << handle_bits, beats, data_bytes
+    def __init__(self, params=None):
+        p = self.params = check(params, PipelineParams)
+        self.agg = AggregatorModel(p.agg)
+        self.sym = ProgressRegfileModel(p.sym)
+        self.spill = SpillBufferModel(p.spill)
+        self.entries, self.beats, self.width = 1 << p.spill.handle_bits, p.beats, p.data_bytes
         self.reset()
 
     def reset(self):

@@ -1,17 +1,49 @@
 """Cycle-accurate golden model of the Spillway spill buffer manager (hdl/spill_buffer.py)."""
 import collections
 import struct
+from dataclasses import dataclass
 
-__all__ = ["SpillBufferModel", "malformed", "flow_of"]
+from models import wire
+from models.params import Params, check, param
 
-MIN_LENGTH = 42
+__all__ = ["SpillBufferParams", "SpillBufferModel", "COUNTERS", "MIN_LENGTH", "malformed", "flow_of"]
+
+#: Per-reason packet counters; packets in = forwarded + pending + drained + spill_overflow + malformed.
+COUNTERS = ("forwarded", "spilled", "drained", "spill_overflow", "malformed")
+#: Ethernet + IPv4 + UDP: the shortest packet whose 5-tuple can be read.
+MIN_LENGTH = wire.UDP_HEADER_END
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpillBufferParams(Params):
+    """Parameters of ``SpillBuffer`` / ``SpillCore`` and their model."""
+    ports: int = param(4, lo=2, hi=256, doc="egress ports")
+    high: int = param(24, lo=1, doc="high watermark: spill at queue depth >= high")
+    low: int = param(8, lo=0, doc="low watermark: drain at queue depth <= low")
+    capacity: int = param(16, lo=1, hi=1 << 16, doc="spill FIFO entries per port")
+    drain_rate: int = param(1, lo=1, doc="drains per window at most")
+    drain_window: int = param(2, lo=1, hi=1 << 16, doc="drain window, cycles")
+    flows: int = param(16, lo=2, hi=1 << 12, pow2=True, doc="flow-table entries")
+    order: str = param("flow", choices=("flow", "port"), doc="spill while the flow (or port) has spilled packets")
+    depth_bits: int = param(16, lo=1, hi=32, doc="width of each qdepth input")
+    handle_bits: int = param(16, lo=1, hi=32, doc="packet handle width (handles wrap)")
+    data_bytes: int = param(64, lo=MIN_LENGTH, hi=1024, doc="bus width, bytes")
+    counter_bits: int = param(32, lo=1, hi=64, doc="counter width")
+
+    def validate(self):
+        if not self.low < self.high:
+            self.fail(f"low = {self.low} must be below high = {self.high}")
+        if self.high >= 1 << self.depth_bits:
+            self.fail(f"high = {self.high} must fit depth_bits = {self.depth_bits}")
+        if self.drain_rate > self.drain_window:
+            self.fail(f"drain_rate = {self.drain_rate} must be <= drain_window = {self.drain_window}")
 
 
 def flow_of(packet, flows):
     """Flow-table entry of a packet: its 5-tuple, XOR-folded into log2(flows) bits."""
-    src, dst = struct.unpack_from("!II", packet, 26)
-    proto = packet[23]
-    sport, dport = struct.unpack_from("!HH", packet, 34)
+    src, dst = struct.unpack_from("!II", packet, wire.IP_SRC_AT)
+    proto = packet[wire.IP_PROTO_AT]
+    sport, dport = struct.unpack_from("!HH", packet, wire.UDP_SPORT_AT)
     key = (((((src << 32 | dst) << 8 | proto) << 16) | sport) << 16) | dport
     bits = (flows - 1).bit_length()
     flow = 0
@@ -23,24 +55,26 @@ def flow_of(packet, flows):
 
 def malformed(header, length, port, ports):
     """Whether a packet with these first bytes and length cannot be handled (see SpillBuffer)."""
-    return (length < MIN_LENGTH or header[12:14] != b"\x08\x00" or header[14] != 0x45
-            or header[23] != 17 or port >= ports)
+    return (length < MIN_LENGTH
+            or int.from_bytes(header[wire.ETHERTYPE_AT:wire.ETHERTYPE_AT + 2], "big") != wire.ETHERTYPE_IPV4
+            or header[wire.IP_VERSION_IHL_AT] != wire.IPV4_VERSION_IHL5
+            or header[wire.IP_PROTO_AT] != wire.IPPROTO_UDP or port >= ports)
 
 
 class SpillBufferModel:
-    """Same parameters as ``SpillBuffer``; ``step`` is one clock cycle.
+    """Takes the ``SpillBufferParams`` of ``SpillBuffer``; ``step`` is one clock cycle.
 
     ``step(beat, qdepth, o_ready)`` takes the cycle's inputs (``beat``: the dict on ``i`` when
     ``i.valid``, else None) and returns the outputs the RTL must show in that cycle:
     ``(i_ready, o_valid, o_payload)``; then it advances the state as the clock edge does.
     """
 
-    def __init__(self, ports=4, high=24, low=8, capacity=16, drain_rate=1, drain_window=2,
-                 flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64,
-                 counter_bits=32):
-        self.ports, self.high, self.low, self.capacity = ports, high, low, capacity
-        self.drain_rate, self.drain_window, self.flows, self.order = drain_rate, drain_window, flows, order
-        self.handle_bits, self.data_bytes = handle_bits, data_bytes
+    def __init__(self, params=None):
+        p = self.params = check(params, SpillBufferParams)
+        self.ports, self.high, self.low, self.capacity = p.ports, p.high, p.low, p.capacity
+        self.drain_rate, self.drain_window, self.flows, self.order = (
+            p.drain_rate, p.drain_window, p.flows, p.order)
+        self.handle_bits, self.data_bytes = p.handle_bits, p.data_bytes
         self.reset()
 
     def reset(self):
@@ -49,8 +83,7 @@ class SpillBufferModel:
         self.window = self.used = self.rr = self.next_handle = 0
         self.inside, self.header, self.length = False, b"", 0
         self.out = None                                    # the output register
-        self.counters = dict.fromkeys(("forwarded", "spilled", "drained", "spill_overflow",
-                                       "malformed"), 0)
+        self.counters = dict.fromkeys(COUNTERS, 0)
 
     @property
     def pending(self):

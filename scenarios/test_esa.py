@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from cocotb.triggers import RisingEdge
 
-from hdl.aggregator import POLICIES, Aggregator
+from hdl.aggregator import POLICIES, Aggregator, AggregatorParams
 from hdl.packet import beat_layout
 from models.aggregator import AggregatorModel
 from models.headers import INA, Ether
@@ -27,7 +27,7 @@ from scenarios.common import figure, write_csv
 from testbenches import runner, tb
 from tools.agg_measure import IN_PORT, ClosedLoop, simulate
 
-PARAMS = dict(slots=4, workers=4, values=2, data_bytes=64)
+PARAMS = AggregatorParams(slots=4, workers=4, values=2, data_bytes=64)
 #: ``INNET_SCALE=n`` runs n times as many rounds per job.
 SCALE = int(os.environ.get("INNET_SCALE") or 1)
 TRACE = dict(jobs=4, rounds=20 * SCALE, window=3, latency=20, jitter=8, timeout=400, ps_cost=6)
@@ -42,7 +42,7 @@ def seed():
 
 def config():
     """Keyword arguments of ``ClosedLoop`` / ``simulate`` besides policy and seed."""
-    return dict(TRACE, slots=PARAMS["slots"], workers=PARAMS["workers"], values=PARAMS["values"])
+    return dict(TRACE, slots=PARAMS.slots, workers=PARAMS.workers, values=PARAMS.values)
 
 
 def int_keys(obj):
@@ -54,10 +54,10 @@ def int_keys(obj):
 async def esa(dut):
     """The policy's closed loop with the RTL as the switch, checked against the model each cycle."""
     params = tb.params()
-    policy, width, slots = params["policy"], params["data_bytes"], params["slots"]
+    policy, width, slots = params.policy, params.data_bytes, params.slots
     cocotb.log.info("trace seed %d (reproduce with INNET_SEED=%d)", seed(), seed())
     loop = ClosedLoop(policy, seed(), **config())
-    model = AggregatorModel(**params)
+    model = AggregatorModel(params)
     board = tb.Scoreboard(f"aggregator[{policy}]")
     layout = beat_layout(width)
     valid = [getattr(dut, f"valid{k}") for k in range(slots)]
@@ -120,7 +120,7 @@ def test_esa():
     """All policies finish every round with numpy's sums; ESA's mean completion is no worse than ATP's."""
     results = {}
     for policy in POLICIES:
-        test_dir = runner.run(Aggregator, dict(PARAMS, policy=policy), "scenarios.test_esa", "esa",
+        test_dir = runner.run(Aggregator, PARAMS.replace(policy=policy), "scenarios.test_esa", "esa",
                               block="scenario_esa", env={"INNET_SCALE": str(SCALE)})
         results[policy] = json.loads((test_dir / "result.json").read_text(), object_hook=int_keys)
     jobs, rounds = TRACE["jobs"], TRACE["rounds"]
@@ -159,7 +159,7 @@ def test_esa():
         bars.set_xticks([j + step for j in range(jobs)],
                         [f"job {j}\nprio {j}, {results['esa']['fanin'][j]} workers" for j in range(jobs)])
         bars.set(ylabel="completion cycle",
-                 title=f"job completion ({rounds} rounds, {PARAMS['slots']} slots)")
+                 title=f"job completion ({rounds} rounds, {PARAMS.slots} slots)")
         bars.set_ylim(top=1.25 * max(max(r["finish"].values()) for r in results.values()))
         bars.legend(loc="upper center", ncols=len(results), fontsize="small")
         usage.set_xticks(range(len(results)), list(results))

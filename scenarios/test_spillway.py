@@ -22,15 +22,15 @@ import pytest
 from amaranth.lib import data
 
 from hdl.packet import beat_layout
-from hdl.spill_buffer import SpillBuffer, descriptor_layout
+from hdl.spill_buffer import SpillBuffer, SpillBufferParams, descriptor_layout
 from models.headers import roce_packet
 from models.packet import beats_of
 from models.spill_buffer import SpillBufferModel
 from scenarios.common import figure, replay, write_csv
 from testbenches import runner, tb
 
-PARAMS = dict(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2, flows=16,
-              order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
+PARAMS = SpillBufferParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
+                           flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
 LIMIT, SERVICE = 24, 2
 #: (name, packets, one-way delay, window, retransmission timeout), cycles.
 FLOWS = [(f"intra{n}", 150, 10, 16, 400) for n in range(4)] + [("cross", 400, 150, 160, 1200)]
@@ -60,10 +60,10 @@ def simulate(spill, seed):
     recorded RTL cycles or None, spill counters, ingress frames)."""
     rng = random.Random(seed)
     senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(FLOWS)]
-    model = SpillBufferModel(**PARAMS) if spill else None
-    layout = beat_layout(PARAMS["data_bytes"])
-    depth_layout = data.ArrayLayout(PARAMS["depth_bits"], PARAMS["ports"])
-    descriptor = descriptor_layout(PARAMS["handle_bits"])
+    model = SpillBufferModel(PARAMS) if spill else None
+    layout = beat_layout(PARAMS.data_bytes)
+    depth_layout = data.ArrayLayout(PARAMS.depth_bits, PARAMS.ports)
+    descriptor = descriptor_layout(PARAMS.handle_bits)
     events = collections.defaultdict(list)      # cycle -> [(kind, sender, psn)]
     ingress = collections.deque()               # packets at the switch input (one per cycle)
     queue = collections.deque()                 # egress port 0
@@ -110,7 +110,7 @@ def simulate(spill, seed):
                     queue.append(head)
         else:
             frame = head[0].packet(head[1]) if head else None
-            beat = beats_of(frame, {"port": 0}, PARAMS["data_bytes"])[0] if head else None
+            beat = beats_of(frame, {"port": 0}, PARAMS.data_bytes)[0] if head else None
             before = model.counters["spill_overflow"]
             i_ready, o_valid, out = model.step(beat, depth, True)
             inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,

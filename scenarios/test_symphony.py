@@ -21,14 +21,14 @@ import cocotb
 import pytest
 
 from hdl.packet import beat_layout
-from hdl.progress_regfile import OP_INSTALL, OP_JOB, ProgressRegfile, config_layout
+from hdl.progress_regfile import OP_INSTALL, OP_JOB, ProgressRegfile, ProgressRegfileParams, config_layout
 from models.headers import RC_SEND_MIDDLE, roce_packet
 from models.packet import beats_of
 from models.progress_regfile import ProgressRegfileModel
 from scenarios.common import figure, replay, write_csv
 from testbenches import runner, tb
 
-PARAMS = dict(jobs=1, ring=4, table=16, step_bits=16, data_bytes=64)
+PARAMS = ProgressRegfileParams(jobs=1, ring=4, table=16, step_bits=16, data_bytes=64)
 RING, STEPS, CHUNK, DELTA, RUN_AHEAD = 4, 30, 4, 1, 3
 SERVICE, DELAY, RTT, WINDOW = 2, 5, 40, 16
 RATE, FLOOR, RECOVER, PERIOD = 0.5, 0.05, 0.05, 20        # packets/cycle; increase per PERIOD
@@ -64,8 +64,8 @@ def commands():
 def simulate(throttle, seed):
     """Run the closed loop; return (per-flow stats, skew samples, recorded RTL cycles)."""
     rng = random.Random(seed)
-    model = ProgressRegfileModel(**PARAMS)
-    layout, cfg_layout = beat_layout(PARAMS["data_bytes"]), config_layout(1, RING, PARAMS["step_bits"])
+    model = ProgressRegfileModel(PARAMS)
+    layout, cfg_layout = beat_layout(PARAMS.data_bytes), config_layout(1, RING, PARAMS.step_bits)
     flows = [Flow(p) for p in range(RING)]
     record = []
     for cmd in commands():
@@ -117,9 +117,9 @@ def simulate(throttle, seed):
             if marked:
                 f.marks += 1
                 events[cycle + RTT].append(("cnp", f, None))
-            out = beats_of(result, {"port": 0}, PARAMS["data_bytes"])[0]
+            out = beats_of(result, {"port": 0}, PARAMS.data_bytes)[0]
             link.append(f)
-            inputs.update({"i__valid": 1, "i__payload": tb.pack(layout, beats_of(raw, {"port": 0}, PARAMS["data_bytes"])[0])})
+            inputs.update({"i__valid": 1, "i__payload": tb.pack(layout, beats_of(raw, {"port": 0}, PARAMS.data_bytes)[0])})
             expected["i__ready"] = 1
         record.append((inputs, expected))
         if link and cycle >= served_at:

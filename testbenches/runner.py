@@ -69,7 +69,8 @@ def emit_verilog(component, path, name="top"):
 
 
 def _tag(params):
-    text = "-".join(f"{k}={v}" for k, v in sorted(params.items()))
+    flat = params.flat() if hasattr(params, "flat") else params
+    text = "-".join(f"{k}={v}" for k, v in sorted(flat.items()))
     text = re.sub(r"[^A-Za-z0-9=.-]+", "_", text)
     if len(text) > 60:
         text = text[:48] + "-" + hashlib.sha1(text.encode()).hexdigest()[:8]
@@ -81,9 +82,18 @@ def _waves():
     return {"": None, "0": None, "1": "vcd", "vcd": "vcd", "fst": "fst"}.get(mode, "vcd")
 
 
-def run(component_cls, params, test_module, testcase, *, block=None, env=None):
-    """Build ``component_cls(**params)`` with Verilator and run cocotb test ``testcase``.
+def _encode(params):
+    """``INNET_PARAMS`` of a run: a parameters object with its class, or a plain dict."""
+    if hasattr(params, "as_dict"):
+        cls = type(params)
+        return json.dumps({"class": f"{cls.__module__}:{cls.__name__}", "values": params.as_dict()})
+    return json.dumps({"class": None, "values": params})
 
+
+def run(component_cls, params, test_module, testcase, *, block=None, env=None):
+    """Build ``component_cls(params)`` with Verilator and run cocotb test ``testcase``.
+
+    ``params`` is the block's parameters object (or, for wrappers, a dict of keyword arguments);
     ``env`` adds environment variables for the test; returns the test's directory.
     """
     from cocotb_tools.runner import get_results, get_runner
@@ -100,15 +110,15 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None):
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source = build_dir / "top.v"
-        emit_verilog(component_cls(**params), source)
-        (build_dir / "params.json").write_text(json.dumps(params, indent=1))
+        emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source)
+        (build_dir / "params.json").write_text(_encode(params))
         runner.build(
             sources=[source], hdl_toplevel="top", build_dir=build_dir,
             build_args=BUILD_ARGS + (["--trace-fst"] if waves == "fst" else []),
             waves=bool(waves), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
     extra_env, env = env, {
-        "INNET_PARAMS": json.dumps(params),
+        "INNET_PARAMS": _encode(params),
         "INNET_RUN_DIR": str(test_dir),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }

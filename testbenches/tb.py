@@ -8,6 +8,7 @@ cycles come from pause generators (iterators of bools, e.g.
 ``itertools.cycle([0, 1, 1])``): a true value pauses the interface for that cycle.
 """
 import collections
+import importlib
 import json
 import logging
 import os
@@ -66,8 +67,13 @@ def unpack(layout, word):
 # --- Run context -------------------------------------------------------------------------------
 
 def params():
-    """Constructor parameters of the Component under test in this run (set by the runner)."""
-    return json.loads(os.environ.get("INNET_PARAMS", "{}"))
+    """Parameters object of the Component under test in this run (set by the runner); a dict for
+    wrappers built from keyword arguments."""
+    spec = json.loads(os.environ.get("INNET_PARAMS", '{"class": null, "values": {}}'))
+    if spec["class"] is None:
+        return spec["values"]
+    module, name = spec["class"].split(":")
+    return getattr(importlib.import_module(module), name).from_dict(spec["values"])
 
 
 def run_dir():

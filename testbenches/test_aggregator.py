@@ -19,7 +19,7 @@ from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
 from hdl import headers
-from hdl.aggregator import COUNTERS, Aggregator
+from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
 from hdl.packet import beat_layout
 from models.aggregator import COUNTERS as MODEL_COUNTERS
 from models.aggregator import INT32_MAX, INT32_MIN, AggregatorModel
@@ -115,8 +115,8 @@ class TB:
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
         self.dut, self.rng = dut, rng
         self.params = tb.params()
-        self.values = self.params["values"]
-        self.layout = beat_layout(Aggregator(**self.params).data_bytes)
+        self.values = self.params.values
+        self.layout = beat_layout(Aggregator(self.params).data_bytes)
         tb.start_clock(dut)
         self.source = tb.PacketSource(dut, "i", self.layout)
         self.sink = tb.PacketSink(dut, "o", self.layout)
@@ -129,9 +129,9 @@ class TB:
         cocotb.start_soon(self._consume())
 
     def fresh(self, rounds=()):
-        self.model = AggregatorModel(**self.params)
-        self.board = tb.Scoreboard(f"aggregator[{self.params['policy']}]")
-        self.ps = PS(rounds, ack=self.params["policy"] == "atp")
+        self.model = AggregatorModel(self.params)
+        self.board = tb.Scoreboard(f"aggregator[{self.params.policy}]")
+        self.ps = PS(rounds, ack=self.params.policy == "atp")
         self.expected = self.received = 0
         self.sent, self.out = [], []
 
@@ -203,10 +203,10 @@ def make_rounds(rng, nprng, params, jobs, rounds, first_job=0, low=-1000, high=1
     """``jobs`` jobs (priority = job number, fan-in 2..workers) of ``rounds`` rounds sharing the pool."""
     out = []
     for j in range(first_job, first_job + jobs):
-        fanin = rng.randrange(2, params["workers"] + 1)
+        fanin = rng.randrange(2, params.workers + 1)
         for r in range(rounds):
-            grads = nprng.integers(low, high, size=(fanin, params["values"]), dtype=np.int64)
-            out.append(Round((j << 16) | r, (3 * j + r) % params["slots"], j, grads))
+            grads = nprng.integers(low, high, size=(fanin, params.values), dtype=np.int64)
+            out.append(Round((j << 16) | r, (3 * j + r) % params.slots, j, grads))
     return out
 
 
@@ -271,7 +271,7 @@ async def random_traffic(dut):
     counters = t.finish("random")
     assert sum(counters.values()) == len(t.sent), "every packet in is accounted by one counter"
     assert counters["completed"] > 0, "rounds were aggregated in the switch"
-    if t.params["policy"] == "atp":
+    if t.params.policy == "atp":
         assert counters["ack_freed"] > 0
     assert t.model.occupied() == 0, "every slot freed at the end"
 
@@ -283,7 +283,7 @@ async def preemption(dut):
     nprng = np.random.default_rng(rng.randrange(1 << 32))
     t = TB(dut, rng)
     await tb.reset(dut)
-    P, W, V = t.params["slots"], t.params["workers"], t.params["values"]
+    P, W, V = t.params.slots, t.params.workers, t.params.values
     grads = lambda n: nprng.integers(-1000, 1000, size=(n, V), dtype=np.int64)  # noqa: E731
     low = [Round((1 << 16) | k, k, 1, grads(W)) for k in range(P)]
     high = [Round((9 << 16) | k, k, 9, grads(W)) for k in range(P)]
@@ -304,7 +304,7 @@ async def preemption(dut):
     await t.flush_rounds()
     t.ps.check_complete()
     counters = t.finish("preemption")
-    if t.params["policy"] == "esa":
+    if t.params.policy == "esa":
         assert counters["preempted"] == P, "every low-priority partial evicted exactly once"
     else:
         assert counters["preempted"] == 0
@@ -317,7 +317,7 @@ async def duplicates(dut):
     nprng = np.random.default_rng(rng.randrange(1 << 32))
     t = TB(dut, rng, backpressure=0.3)
     await tb.reset(dut)
-    W, V, policy = t.params["workers"], t.params["values"], t.params["policy"]
+    W, V, policy = t.params.workers, t.params.values, t.params.policy
     rounds = [Round(0x100 + k, 0, 1, nprng.integers(-1000, 1000, size=(W, V), dtype=np.int64))
               for k in range(3)]
     t.ps = PS(rounds, ack=False)
@@ -353,15 +353,15 @@ async def overflow(dut):
     nprng = np.random.default_rng(rng.randrange(1 << 32))
     t = TB(dut, rng)
     await tb.reset(dut)
-    W, V = t.params["workers"], t.params["values"]
+    W, V = t.params.workers, t.params.values
     big = [INT32_MAX, INT32_MIN, INT32_MAX // 2 + 7, -(INT32_MAX // 2) - 9]
     rounds = []
     for k in range(4):
         grads = nprng.integers(-1000, 1000, size=(W, V), dtype=np.int64)
         grads[:, 0] = big[k]
         grads[0, V - 1] = rng.choice([INT32_MAX, INT32_MIN])
-        rounds.append(Round(0x200 + k, k % t.params["slots"], 1, grads))
-    t.ps = PS(rounds, ack=t.params["policy"] == "atp")
+        rounds.append(Round(0x200 + k, k % t.params.slots, 1, grads))
+    t.ps = PS(rounds, ack=t.params.policy == "atp")
     for rnd in rounds:
         for w in range(W):
             t.send(rnd.packet(w))
@@ -380,7 +380,7 @@ async def malformed(dut):
     rng = random.Random(tb.seed())
     t = TB(dut, rng, idle=0.3, backpressure=0.3)
     await tb.reset(dut)
-    V, W, P = t.params["values"], t.params["workers"], t.params["slots"]
+    V, W, P = t.params.values, t.params.workers, t.params.slots
     good = bytes(ina_packet(0, 5, 0, [1] * V, fanin=W))
     cases = [
         roce_packet(payload=rng.randbytes(400)),                       # multi-beat, passes
@@ -486,8 +486,8 @@ POLICY_PARAMS = [pytest.param(p, marks=pytest.mark.xdist_group(f"aggregator-{p}"
 @pytest.mark.parametrize("testcase", TESTS)
 @pytest.mark.parametrize("policy", POLICY_PARAMS)
 def test_aggregator(policy, testcase):
-    params = dict(policy=policy, slots=4, workers=4, values=8, data_bytes=128, ps_port=PS_PORT,
-                  mcast_port=MCAST_PORT)
+    params = AggregatorParams(policy=policy, slots=4, workers=4, values=8, data_bytes=128,
+                              ps_port=PS_PORT, mcast_port=MCAST_PORT)
     runner.run(Aggregator, params, "testbenches.test_aggregator", testcase)
 
 
@@ -500,8 +500,8 @@ def test_aggregator_shared(testcase):
 @pytest.mark.xdist_group("aggregator-small")
 def test_aggregator_small():
     """ESA with a tiny pool on a 64-byte bus: 2 slots, 3 workers, 1 value."""
-    params = dict(policy="esa", slots=2, workers=3, values=1, data_bytes=64, ps_port=PS_PORT,
-                  mcast_port=MCAST_PORT)
+    params = AggregatorParams(policy="esa", slots=2, workers=3, values=1, data_bytes=64,
+                              ps_port=PS_PORT, mcast_port=MCAST_PORT)
     runner.run(Aggregator, params, "testbenches.test_aggregator", "random_traffic")
 
 

@@ -6,7 +6,7 @@ import cocotb
 import pytest
 
 from hdl.packet import beat_layout
-from hdl.packet_fifo import PacketFifo
+from hdl.packet_fifo import PacketFifo, PacketFifoParams
 from models.headers import roce_packet
 from testbenches import runner, tb
 
@@ -15,7 +15,7 @@ from testbenches import runner, tb
 async def round_trip(dut):
     """Random packets, random idle on the source and random backpressure on the sink."""
     rng = random.Random(tb.seed())
-    layout = beat_layout(tb.params()["data_bytes"])
+    layout = beat_layout(tb.params().data_bytes)
     tb.start_clock(dut)
     source = tb.PacketSource(dut, "i", layout)
     sink = tb.PacketSink(dut, "o", layout)
@@ -39,5 +39,5 @@ async def round_trip(dut):
 
 @pytest.mark.parametrize("data_bytes", [8, 64])
 def test_packet_fifo(data_bytes):
-    runner.run(PacketFifo, {"data_bytes": data_bytes, "depth": 4},
+    runner.run(PacketFifo, PacketFifoParams(data_bytes=data_bytes, depth=4),
                "testbenches.test_packet_fifo", "round_trip")

@@ -8,7 +8,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl import aggregator, spill_buffer
 from hdl.packet import beat_layout
-from hdl.pipeline import COUNTERS, OutMeta, Pipeline
+from hdl.pipeline import COUNTERS, OutMeta, Pipeline, PipelineParams
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
 from models.pipeline import PipelineModel
@@ -22,12 +22,12 @@ class TB:
     def __init__(self, dut, service=3):
         self.dut = dut
         self.params = tb.params()
-        self.block = Pipeline(**self.params)
+        self.block = Pipeline(self.params)
         self.ports, self.width = self.block.ports, self.block.data_bytes
         self.source = tb.PacketSource(dut, "i", beat_layout(self.width))
         self.sink = tb.PacketSink(dut, "o", beat_layout(self.width, OutMeta))
         self.cfg = tb.StreamSource(dut, "cfg", config_layout(self.block.sym.jobs, self.block.sym.ring, 16))
-        self.model = PipelineModel(**self.params)
+        self.model = PipelineModel(self.params)
         self.service = service              # an egress queue sends one packet every `service` cycles
         self.load = [0] * self.ports        # cross traffic queued per port, in packets
         self.queues = [0] * self.ports
@@ -265,9 +265,11 @@ async def reset_mid_traffic(dut):
 
 TESTS = ["random_traffic", "line_rate", "store_full", "reset_mid_traffic"]
 PARAMS = {
-    "esa": dict(policy="esa", ports=4, high=6, low=2, capacity=8, handle_bits=5, beats=2),
-    "switchml": dict(policy="switchml", slots=2, ports=2, high=5, low=1, capacity=6, drain_rate=2,
-                     drain_window=5, order="port", handle_bits=3, beats=1, data_bytes=96),
+    "esa": PipelineParams.of(agg=dict(policy="esa"), spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5),
+                             beats=2),
+    "switchml": PipelineParams.of(agg=dict(policy="switchml", slots=2),
+                                  spill=dict(ports=2, high=5, low=1, capacity=6, drain_rate=2, drain_window=5,
+                                             order="port", handle_bits=3), beats=1, data_bytes=96),
 }
 
 

@@ -9,7 +9,7 @@ from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
 from hdl.progress_regfile import (COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile,
-                                  config_layout)
+                                  ProgressRegfileParams, config_layout)
 from models.headers import BTH, IP, UDP, Ether, Raw, RC_SEND_LAST, RC_SEND_MIDDLE, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
@@ -24,7 +24,7 @@ class TB:
     def __init__(self, dut):
         self.dut = dut
         self.params = tb.params()
-        self.block = ProgressRegfile(**self.params)
+        self.block = ProgressRegfile(self.params)
         layout = beat_layout(self.block.data_bytes)
         self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits)
         self.source = tb.PacketSource(dut, "i", layout)
@@ -81,7 +81,7 @@ class TB:
 
     def check(self, name):
         """Replay the logged order through the model; compare packets, counters, flag, checksums."""
-        model = ProgressRegfileModel(**self.params)
+        model = ProgressRegfileModel(self.params)
         expected = []
         for kind, item in self.events:
             if kind == "cfg":
@@ -268,8 +268,8 @@ async def line_rate(dut):
 TESTS = ["ring_allreduce_jitter", "random_traffic", "unknown_flows_untouched", "clear_job_mid_traffic",
          "reset_mid_traffic", "line_rate"]
 PARAMS = {
-    "default": dict(jobs=4, ring=4, table=16),
-    "small": dict(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True),
+    "default": ProgressRegfileParams(jobs=4, ring=4, table=16),
+    "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True),
 }
 
 

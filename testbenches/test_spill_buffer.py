@@ -7,7 +7,7 @@ import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
-from hdl.spill_buffer import COUNTERS, SpillBuffer
+from hdl.spill_buffer import COUNTERS, SpillBuffer, SpillBufferParams
 from models.headers import IP, UDP, Ether, Raw, roce_packet
 from models.spill_buffer import SpillBufferModel
 from testbenches import runner, tb
@@ -22,11 +22,11 @@ class TB:
     def __init__(self, dut, service=4):
         self.dut = dut
         self.params = tb.params()
-        self.block = SpillBuffer(**self.params)
+        self.block = SpillBuffer(self.params)
         self.ports = self.block.ports
         self.source = tb.PacketSource(dut, "i", beat_layout(self.block.data_bytes))
         self.sink = tb.StreamSink(dut, "o", self.block.descriptor)
-        self.model = SpillBufferModel(**self.params)
+        self.model = SpillBufferModel(self.params)
         self.service = service              # an egress queue sends one packet every `service` cycles
         self.load = [0] * self.ports        # extra (cross) traffic queued per port, in packets
         self.fixed = None                   # directed tests: force qdepth to these values
@@ -304,8 +304,10 @@ async def flow_order(dut):
 TESTS = ["random_traffic", "watermark_edges", "full_spill_buffer", "line_rate", "reset_mid_traffic",
          "malformed_packets", "flow_order"]
 PARAMS = {
-    "flow": dict(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16, order="flow"),
-    "port": dict(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8, order="port"),
+    "flow": SpillBufferParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
+                              order="flow"),
+    "port": SpillBufferParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8,
+                              order="port"),
 }
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.aggregator import POLICIES, AggregatorModel
+from models.aggregator import POLICIES, AggregatorModel, AggregatorParams
 from models.headers import INA, Ether, ina_packet
 
 BUILD = Path(__file__).resolve().parents[1] / "build"
@@ -174,8 +174,8 @@ class ClosedLoop:
 def simulate(policy, seed, **config):
     """Run the trace under ``policy`` on the golden model; return (finished loop, model)."""
     loop = ClosedLoop(policy, seed, **config)
-    model = AggregatorModel(policy=policy, slots=config["slots"], workers=config["workers"],
-                            values=config["values"])
+    model = AggregatorModel(AggregatorParams(policy=policy, slots=config["slots"], workers=config["workers"],
+                                             values=config["values"]))
     outputs = []
     while loop.busy() or outputs:
         raw = loop.arrivals()

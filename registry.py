@@ -1,0 +1,86 @@
+"""The block registry: every block innet knows, in one place.
+
+``make verilog``, ``make report``, ``make bench``, the README's block table and the layout tests
+read ``BLOCKS``. A block named ``name`` lives in ``hdl/<name>.py`` (the Component),
+``models/<name>.py`` (its parameters object and golden model), ``testbenches/test_<name>.py`` and,
+with ``formal``, ``formal/test_<name>.py``; ``testbenches/test_layout.py`` checks that these files
+exist and that every Component file in ``hdl/`` is registered. See "Adding a block" in the README.
+"""
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Block", "BLOCKS", "ROOT", "block", "names"]
+
+ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Block:
+    """One registered block."""
+    name: str                   #: file stem in hdl/, models/, testbenches/test_, formal/test_
+    component: str              #: the Component class in hdl/<name>.py
+    params: str                 #: its parameters class in models/<name>.py
+    model: str                  #: its golden model class in models/<name>.py
+    title: str                  #: what the block is, for tables
+    spec: str = ""              #: SPEC.md section
+    formal: bool = True         #: has formal/test_<name>.py
+    stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
+    bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
+
+    def _load(self, module, name):
+        return getattr(importlib.import_module(f"{module}.{self.name}"), name)
+
+    @property
+    def component_cls(self):
+        return self._load("hdl", self.component)
+
+    @property
+    def params_cls(self):
+        return self._load("models", self.params)
+
+    @property
+    def model_cls(self):
+        return self._load("models", self.model)
+
+    def make_params(self, values=None):
+        """The parameters object from a (nested) dict of overrides of the defaults."""
+        return self.params_cls.from_dict(values or {})
+
+    def build(self, params=None):
+        """The Component with ``params`` (default parameters when None)."""
+        return self.component_cls(params if params is not None else self.params_cls())
+
+    def files(self):
+        """The block's files, relative to the repository root."""
+        files = [f"hdl/{self.name}.py", f"models/{self.name}.py", f"testbenches/test_{self.name}.py"]
+        return files + ([f"formal/test_{self.name}.py"] if self.formal else [])
+
+
+BLOCKS = {b.name: b for b in [
+    Block("packet_fifo", "PacketFifo", "PacketFifoParams", "PacketFifoModel",
+          "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
+          bench={"data_bytes": 64}),
+    Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
+          "Spillway spill buffer manager", spec="§1"),
+    Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
+          "Symphony progress register file", spec="§2"),
+    Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
+          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina"),
+    Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
+          "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
+          stimulus="mixed"),
+]}
+
+
+def names():
+    """Registered block names, in registry order."""
+    return list(BLOCKS)
+
+
+def block(name):
+    """The registered block ``name``; ``KeyError`` naming the known blocks otherwise."""
+    try:
+        return BLOCKS[name]
+    except KeyError:
+        raise KeyError(f"unknown block {name!r}; known: {', '.join(BLOCKS)}") from None
