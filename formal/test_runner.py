@@ -41,6 +41,7 @@ class Spec(Elaboratable):
 def test_proof_holds():
     result = prove(Spec(limit=9, bound=9), "runner_holds", depth=4, mode="prove")
     assert result.mode == "prove" and result.depth == 4
+    assert result.properties == ["count stays within bound"]
 
 
 def test_cover_reached():
@@ -50,6 +51,7 @@ def test_cover_reached():
 def test_counterexample():
     with pytest.raises(FormalFailure) as failure:
         prove(Spec(limit=9, bound=7), "runner_fails", depth=12, mode="bmc")
+    assert "failed assertion: count stays within bound (formal/test_runner.py:" in str(failure.value)
     vcd = str(failure.value).split("counterexample: ")[1].split()[0]
     from vcdvcd import VCDVCD
     trace = VCDVCD(vcd)
