@@ -34,9 +34,10 @@ BUILD = Path(__file__).resolve().parents[1] / "build" / "formal"
 ROOT = BUILD.parents[1]
 MODES = ("bmc", "prove", "cover")
 
-#: The SymbiYosys job; ``prep`` lowers Amaranth's processes and collects its memories, SymbiYosys's
-#: own prep step adds memory_nordff, async2sync and formalff. ``cover_assert`` keeps the assertions
-#: checked along the cover traces.
+#: The SymbiYosys job. ``prep`` lowers Amaranth's processes, flattens and collects its memories (its
+#: opt/wreduce passes also shrink the SMT model); SymbiYosys's own prep step adds memory_nordff,
+#: async2sync and formalff, and reads Amaranth's ``$check`` cells as they are (no chformal -lower).
+#: ``cover_assert`` keeps the assertions checked along the cover traces.
 SBY = """\
 [tasks]
 bmc
@@ -135,15 +136,18 @@ def _checks(task):
     return checks
 
 
-def _line(src):
+def _order(cell, src):
+    """Sort key of a check cell: its source file and line, then its place in the RTLIL."""
     file, _, line = src.rpartition(":")
-    return (file, int(line) if line.isdigit() else 0)
+    number = re.search(r"(\d+)$", cell)
+    return file, int(line) if line.isdigit() else 0, int(number[1]) if number else 0
 
 
 def _properties(checks, mode):
     """The messages (source line where there is none) of the assertions, or the covers in cover mode."""
     flavor = "cover" if mode == "cover" else "assert"
-    found = sorted((_line(src), message or src) for kind, message, src in checks.values() if kind == flavor)
+    found = sorted((_order(cell, src), message or src) for cell, (kind, message, src) in checks.items()
+                   if kind == flavor)
     return list(dict.fromkeys(text for _, text in found))
 
 
