@@ -44,20 +44,24 @@ def load(path):
 
 
 def names(wave):
-    """``{full name: Var}`` of the file's signals, without simulator-internal ones (``$``)."""
-    return {v.full_name: v for v in wave.all_vars() if "$" not in v.full_name}
+    """``{full name: (name, Var)}`` of the file's signals, without simulator-internal ones (``$``).
+
+    Escaped identifiers lose their backslash (Amaranth's ``\\i__payload.data`` is ``i__payload.data``).
+    """
+    return {v.full_name.replace("\\", ""): (v.name.replace("\\", ""), v)
+            for v in wave.all_vars() if "$" not in v.full_name}
 
 
 def match(variables, pattern):
     """Full names whose full or short name matches ``pattern``; of same-named ones, the shallowest."""
-    found = [n for n, v in variables.items()
-             if pattern in (n, v.name) or fnmatch.fnmatchcase(n, pattern) or fnmatch.fnmatchcase(v.name, pattern)]
-    depth = {n: n[:-len(variables[n].name)].count(".") for n in found}
+    found = [n for n, (name, _) in variables.items()
+             if pattern in (n, name) or fnmatch.fnmatchcase(n, pattern) or fnmatch.fnmatchcase(name, pattern)]
+    depth = {n: n[:-len(variables[n][0])].count(".") for n in found}
     shallowest = {}
     for n in found:
-        name = variables[n].name
+        name = variables[n][0]
         shallowest[name] = min(shallowest.get(name, depth[n]), depth[n])
-    return [n for n in found if depth[n] == shallowest[variables[n].name]]
+    return [n for n in found if depth[n] == shallowest[variables[n][0]]]
 
 
 def hexval(value):
@@ -89,14 +93,14 @@ def table(wave, patterns, clock="clk", start=0, rows=50):
     signals = list(dict.fromkeys(n for p in patterns for n in match(variables, p)))
     if not signals:
         raise KeyError(f"no signal matches {' '.join(patterns)} (see --list)")
-    clocks = [n for n in match(variables, clock) if variables[n].bitwidth == 1]
+    clocks = [n for n in match(variables, clock) if variables[n][1].bitwidth == 1]
     if not clocks:
         raise KeyError(f"no 1-bit clock named {clock!r} (see --list, --clock)")
-    edges = rising_edges(wave, variables[clocks[0]])
+    edges = rising_edges(wave, variables[clocks[0]][1])
     if start >= len(edges):
         raise ValueError(f"--start {start}: the waveform has {len(edges)} clock cycles")
-    header = ["cycle", "time"] + [variables[s].name for s in signals]
-    body = [[str(cycle), str(time)] + [hexval(variables[s].signal.value_at(time - 1)) for s in signals]
+    header = ["cycle", "time"] + [variables[s][0] for s in signals]
+    body = [[str(cycle), str(time)] + [hexval(variables[s][1].signal.value_at(time - 1)) for s in signals]
             for cycle, time in enumerate(edges[start:start + rows], start)]
     return header, body
 
