@@ -1,9 +1,15 @@
 """Every command of the README's ```sh blocks works: each runs here in a smoke form (one block, one
 proof, one scenario, few packets). A README command without a smoke form in ``SMOKE`` fails, so a
 newly documented command cannot go untested; ``make test`` alone is left out (it runs the suite,
-this test included). The README's block table must match the registry."""
+this test included). The README's block table must match the registry.
+
+The commands run in a copy of the sources in ``build/readme/`` (as in a fresh clone, sharing the
+venv) whose own ``build/`` is kept between runs as a cache: they never write into the test
+directories of the suite's tests running next to them.
+"""
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -28,16 +34,40 @@ def readme_commands(text=None):
     return list(dict.fromkeys(c for c in commands if c))
 
 
-class Shell:
-    """Runs commands from the repository root, without the calling make's flags."""
+def clone(root=ROOT, into=ROOT / "build" / "readme"):
+    """Copy the sources of ``root`` (not ``build/``, ``.venv``, ``.git``) to ``into``; link its venv."""
+    into.mkdir(parents=True, exist_ok=True)
+    skip = {"build", ".venv", ".git", "__pycache__"}
+    for old in into.iterdir():
+        if old.name in skip:
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    for path in root.iterdir():
+        if path.name in skip:
+            continue
+        if path.is_dir():
+            shutil.copytree(path, into / path.name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, into)            # keeps mtimes: make's setup stamp stays valid
+    if not (into / ".venv").exists():
+        (into / ".venv").symlink_to((root / ".venv").resolve())
+    return into
 
-    def __init__(self):
+
+class Shell:
+    """Runs commands in the clone, without the calling make's flags."""
+
+    def __init__(self, root):
+        self.root = root
         self.env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
         self._sim = None
 
     def __call__(self, command):
         """Run ``command`` with bash; return (stdout, stderr); fail the test naming it unless it exits 0."""
-        result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=self.env, capture_output=True,
+        result = subprocess.run(["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True,
                                 text=True, timeout=900)
         output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
         assert result.returncode == 0, f"`{command}` exited with {result.returncode}:\n{output}"
@@ -45,7 +75,7 @@ class Shell:
 
     def newest(self, pattern, since=0.0):
         """The newest file under build/ matching ``pattern`` written after ``since``."""
-        files = [p for p in (ROOT / "build").glob(pattern) if p.stat().st_mtime >= since]
+        files = [p for p in (self.root / "build").glob(pattern) if p.stat().st_mtime >= since]
         assert files, f"no build/{pattern} written"
         return max(files, key=lambda p: p.stat().st_mtime)
 
@@ -74,8 +104,8 @@ def _bench(sh):
 
 
 def _verilog(sh):
-    out, _ = sh("make verilog")
-    assert "build/verilog/pipeline.v" in out, out
+    out, _ = sh("make verilog BLOCKS=packet_fifo")
+    assert "build/verilog/packet_fifo.v" in out, out
 
 
 def _formal(sh):
@@ -104,8 +134,8 @@ def _waves_fst(sh):
 
 
 def _make_waves(sh):
-    sh.sim()
-    out, _ = sh("make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40")
+    # DUMP= pins the file (the default, the newest dump, is tested in test_cli.py)
+    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40")
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cycle", "time"])
     assert lines[header].split() == ["cycle", "time", "i__valid", "i__ready", "o__valid", "o__payload"], out
@@ -158,7 +188,7 @@ SMOKE = {
 
 @pytest.fixture(scope="module")
 def sh():
-    return Shell()
+    return Shell(clone())
 
 
 def test_smoke_forms_match_readme():
@@ -168,7 +198,7 @@ def test_smoke_forms_match_readme():
     assert set(EXCLUDED) <= set(commands)
 
 
-@pytest.mark.parametrize("command", [c for c in readme_commands() if c not in EXCLUDED])
+@pytest.mark.parametrize("command", [c for c in readme_commands() if c not in EXCLUDED], ids=lambda c: c[:70])
 def test_readme_command(sh, command):
     smoke = SMOKE.get(command)
     assert smoke is not None, f"README command without a smoke form in testbenches/test_readme.py: {command}"

@@ -5,6 +5,7 @@
 from pathlib import Path
 
 from registry import BLOCKS, block
+from testbenches.runner import emit_verilog
 from tools.cli import Parser, run
 
 
@@ -16,8 +17,6 @@ def main(argv=None):
     blocks = [block(name) for name in args.blocks or BLOCKS]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from testbenches.runner import emit_verilog
-
     for b in blocks:
         emit_verilog(b.build(), out / f"{b.name}.v", name=b.name)
         print(out / f"{b.name}.v")

@@ -12,6 +12,8 @@ signals, the shallowest); values are shown in hex as sampled just before each ri
 import fnmatch
 from pathlib import Path
 
+import pywellen
+
 from tools.cli import Parser, integer, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +30,6 @@ def newest_dump(root=ROOT / "build"):
 
 def load(path):
     """The pywellen ``Waveform`` of ``path``; ``OSError`` / ``ValueError`` for a missing or bad file."""
-    import pywellen
-
     with open(path, "rb") as f:      # pywellen panics (a Rust backtrace) on a missing file
         f.seek(0, 2)
         size = f.tell()
