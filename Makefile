@@ -1,11 +1,16 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
+# Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
+# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+PACKETS ?= 20000
+PYTEST_ARGS ?=
+BLOCKS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test formal scenarios verilog report bench waves clean
+.PHONY: all setup sim test lint formal scenarios verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -15,36 +20,41 @@ $(STAMP): pyproject.toml tools/setup.sh
 
 ## Default simulation: Spillway under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest -q -rA testbenches/test_spill_buffer.py -k "random_traffic and flow"
+	WAVES=1 $(PY) -m pytest -q -rA testbenches/test_spill_buffer.py -k "random_traffic and flow" $(PYTEST_ARGS)
 	@echo "waveform, pcaps and log: build/spill_buffer/*-vcd/random_traffic/"
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
-## The whole suite: cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
-test: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal scenarios
+## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
+test: lint
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal scenarios $(PYTEST_ARGS)
+
+## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
+lint: setup
+	$(VENV)/bin/ruff check .
 
 formal: setup
-	$(PY) -m pytest -q -n $(JOBS) formal
+	$(PY) -m pytest -q -n $(JOBS) formal $(PYTEST_ARGS)
 
 ## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
 scenarios: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup scenarios
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
 	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
 
+## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v
 verilog: setup
-	$(PY) -m tools.emit build/verilog
+	$(PY) -m tools.emit -o build/verilog $(BLOCKS)
 
 ## Synthesis resource report per block (Yosys): cells, flip-flops, memory bits -> build/report.csv
 report: setup
-	$(PY) -m tools.report
+	$(PY) -m tools.report $(BLOCKS)
 
-## Simulation throughput per block: C++ Verilator harness vs cocotb (batched, standard) vs pysim
+## Simulation throughput per block: C++ Verilator harness vs cocotb (replay, batched, standard) vs pysim
 bench: setup
-	$(PY) -m tools.bench --packets $(or $(PACKETS),20000)
+	$(PY) -m tools.bench --packets $(PACKETS) $(BLOCKS)
 
-## make waves [VCD=path] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
+## make waves [DUMP=path.vcd|.fst] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
 waves: setup
-	$(PY) -m tools.waves $(VCD) $(SIGNALS) --start $(or $(START),0) --rows $(or $(ROWS),50)
+	$(PY) -m tools.waves $(DUMP) $(SIGNALS) --start $(or $(START),0) --rows $(or $(ROWS),50)
 
 clean:
 	rm -rf build

@@ -17,8 +17,8 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
 - results go to the PS (ATP, ESA), which multicasts an ACK back through the switch (freeing the
   ATP slot) to the workers, or are multicast to the workers by the switch (SwitchML); pieces the
   PS receives (collisions, evictions, flushes) are summed there and completed rounds ACKed the
-  same way, the ACK carrying the PS's sum; the PS serves one packet per ``ps_cost`` cycles (its NIC/CPU is the bottleneck
-  in-network aggregation relieves);
+  same way, the ACK carrying the PS's sum; the PS serves one packet per ``ps_cost`` cycles (its
+  NIC/CPU is the bottleneck in-network aggregation relieves);
 - a worker that has not learned completion ``timeout`` cycles after sending retransmits (resend);
 - gradients are random int32 (numpy); ``wrong_sums`` counts rounds whose sum the workers learned
   differs from numpy's sum of their gradients (or never came).
@@ -26,7 +26,6 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
 Slot utilisation: mean over cycles of held slots / slots ("held"), and of slots holding an
 incomplete aggregate ("aggregating"; under ATP a complete slot waits for the ACK round trip).
 """
-import argparse
 import csv
 import heapq
 import random
@@ -37,6 +36,7 @@ import numpy as np
 
 from models.aggregator import POLICIES, AggregatorModel, AggregatorParams
 from models.headers import INA, Ether, ina_packet
+from tools.cli import Parser, integer, run
 
 BUILD = Path(__file__).resolve().parents[1] / "build"
 #: ``meta.port`` of every packet into the switch; the switch's port towards the PS (its default).
@@ -185,28 +185,29 @@ def simulate(policy, seed, **config):
     return loop, model
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=40)
+def main(argv=None):
+    parser = Parser(prog="agg_measure", description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--jobs", type=integer(1, 256), default=4, help="job j has priority j (one byte)")
+    parser.add_argument("--rounds", type=integer(1, 1 << 16), default=40, help="rounds per job (16-bit seq)")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--values", type=int, default=8)
-    parser.add_argument("--window", type=int, default=3)
-    parser.add_argument("--latency", type=int, default=20)
-    parser.add_argument("--jitter", type=int, default=8)
-    parser.add_argument("--timeout", type=int, default=400)
-    parser.add_argument("--ps-cost", type=int, default=6)
+    parser.add_argument("--window", type=integer(1), default=3)
+    parser.add_argument("--latency", type=integer(0), default=20)
+    parser.add_argument("--jitter", type=integer(0), default=8)
+    parser.add_argument("--timeout", type=integer(1), default=400)
+    parser.add_argument("--ps-cost", type=integer(1), default=6)
     parser.add_argument("--out", default=str(BUILD / "agg_measure.csv"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    AggregatorParams(slots=args.slots, workers=args.workers, values=args.values)   # ValueError naming one
     config = {k: v for k, v in vars(args).items() if k != "out"}
     rows = []
     for policy in POLICIES:
         loop, model = simulate(policy, **config)
         finish = loop.finish
         row = dict(policy=policy, **{f"job{j}_prio{j}": finish.get(j, "") for j in range(args.jobs)},
-                   mean_jct=sum(finish.values()) / len(finish), wrong_sums=len(loop.wrong_sums()),
+                   mean_jct=sum(finish.values()) / max(len(finish), 1), wrong_sums=len(loop.wrong_sums()),
                    **loop.stats(model.counters))
         rows.append(row)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -224,4 +225,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run("agg_measure", main)

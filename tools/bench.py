@@ -13,9 +13,8 @@ block on four engines, all in this run:
 It prints packets/s and cycles/s per engine and the ratio to the C++ harness, and writes
 ``build/bench/bench.csv``.
 """
-import argparse
+import contextlib
 import csv
-import importlib
 import json
 import random
 import subprocess
@@ -27,11 +26,11 @@ from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from formal.runner import ToolMissing as FormalToolMissing
+from registry import BLOCKS, block
 from testbenches import runner
 from testbenches.tb import pack
+from tools.cli import Parser, integer, run
 from tools.replay import Replay
-from registry import BLOCKS
 from tools.traffic import STIMULI
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +61,11 @@ def _stimulus(block, component, packets):
     return layout, outputs, beats
 
 
+def _member(name, port):
+    """How Verilator spells the top-level port ``name__port`` in C++."""
+    return f"{name}___05F{port}"
+
+
 def run_cpp(block, params, component, layout, outputs, beats):
     """Build the plain Verilator harness for ``block`` and run it on ``beats``."""
     work = OUT / block / "cpp"
@@ -69,11 +73,10 @@ def run_cpp(block, params, component, layout, outputs, beats):
     runner.verilator_env()
     runner.emit_verilog(component, work / "top.v")
     words = (layout.size + 31) // 32
-    member = lambda name, port: f"{name}___05F{port}"  # how Verilator spells `name__port`
-    config = (f"#define IN_WORDS {words}\n#define IN_VALID {member('i', 'valid')}\n"
-              f"#define IN_READY {member('i', 'ready')}\n#define IN_PAYLOAD {member('i', 'payload')}\n"
+    config = (f"#define IN_WORDS {words}\n#define IN_VALID {_member('i', 'valid')}\n"
+              f"#define IN_READY {_member('i', 'ready')}\n#define IN_PAYLOAD {_member('i', 'payload')}\n"
               "#define OUTPUTS(X) " + " ".join(
-                  f"X({member(n, 'valid')}, {member(n, 'ready')}, {member(n, 'payload')}, {last})"
+                  f"X({_member(n, 'valid')}, {_member(n, 'ready')}, {_member(n, 'payload')}, {last})"
                   for n, last in outputs) + "\n")
     config_path = work / "bench_config.h"
     if not config_path.exists() or config_path.read_text() != config:
@@ -105,10 +108,11 @@ def run_cocotb(block, params, component, outputs, beats, testcase):
     """Run the cocotb side (tools/bench_cocotb.py) on the same stimulus."""
     stim = OUT / block / "stimulus.json"
     stim.parent.mkdir(parents=True, exist_ok=True)
-    stim.write_text(json.dumps({"beats": beats, "outputs": outputs, "replay_depth": REPLAY_DEPTH}))
+    depth = min(REPLAY_DEPTH, len(beats))
+    stim.write_text(json.dumps({"beats": beats, "outputs": outputs, "replay_depth": depth}))
     env = {"INNET_BENCH_STIM": str(stim)}
     if testcase == "replay":
-        test_dir = runner.run(replay_of, {"block": block, "depth": REPLAY_DEPTH}, "tools.bench_cocotb",
+        test_dir = runner.run(replay_of, {"block": block, "depth": depth}, "tools.bench_cocotb",
                               testcase, block="bench_replay", env=env)
     else:
         test_dir = runner.run(type(component), params, "tools.bench_cocotb", testcase,
@@ -149,39 +153,68 @@ def run_pysim(component, outputs, beats):
             "seconds": time.perf_counter() - start, "beats_in": len(beats)}
 
 
-def bench(block, packets):
-    params = bench_params(block)
-    component = BLOCKS[block].build(params)
-    layout, outputs, beats = _stimulus(block, component, packets)
-    _, _, few = _stimulus(block, component, max(packets // 20, 200))
-    results = {
-        "verilator-cpp": run_cpp(block, params, component, layout, outputs, beats),
-        "cocotb-replay": run_cocotb(block, params, component, outputs, beats, "replay"),
-        "cocotb-batched": run_cocotb(block, params, component, outputs, beats, "batched"),
-        "cocotb": run_cocotb(block, params, component, outputs, beats, "standard"),
-        "amaranth-pysim": run_pysim(BLOCKS[block].build(params), outputs, few),
+#: The engines, in the order they run and are reported.
+ENGINES = ["verilator-cpp", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
+
+
+def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
+    """Rows of the benchmark of block ``name``; ``progress(engine)`` is a context for each engine."""
+    params = bench_params(name)
+    component = BLOCKS[name].build(params)
+    layout, outputs, beats = _stimulus(name, component, packets)
+    _, _, few = _stimulus(name, component, max(packets // 20, 200))
+    engines = {
+        "verilator-cpp": lambda: run_cpp(name, params, component, layout, outputs, beats),
+        "cocotb-replay": lambda: run_cocotb(name, params, component, outputs, beats, "replay"),
+        "cocotb-batched": lambda: run_cocotb(name, params, component, outputs, beats, "batched"),
+        "cocotb": lambda: run_cocotb(name, params, component, outputs, beats, "standard"),
+        "amaranth-pysim": lambda: run_pysim(BLOCKS[name].build(params), outputs, few),
     }
+    results = {}
+    for engine in ENGINES:
+        with progress(engine):
+            results[engine] = engines[engine]()
     rows = []
     limit = results["verilator-cpp"]["cycles"] / results["verilator-cpp"]["seconds"]
     for engine, r in results.items():
         cycles_s = r["cycles"] / r["seconds"]
-        rows.append({"block": block, "engine": engine, "packets": r["packets_out"],
+        rows.append({"block": name, "engine": engine, "packets": r["packets_out"],
                      "cycles": r["cycles"], "seconds": round(r["seconds"], 4),
                      "packets_per_s": round(r["packets_out"] / r["seconds"]),
                      "cycles_per_s": round(cycles_s), "ratio_to_cpp": round(limit / cycles_s, 1)})
     return rows
 
 
+class Progress:
+    """``[3/25] spill_buffer cocotb ... 12.3 s`` on stderr, one line per block and engine."""
+
+    def __init__(self, total):
+        self.total, self.done, self.block = total, 0, None
+
+    @contextlib.contextmanager
+    def __call__(self, engine):
+        self.done += 1
+        print(f"[{self.done}/{self.total}] {self.block} {engine} ...", end="", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            print(f" {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("blocks", nargs="*", default=list(BLOCKS))
-    parser.add_argument("--packets", type=int, default=20000)
+    parser = Parser(prog="bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("blocks", nargs="*", help=f"blocks to run (default: all of {', '.join(BLOCKS)})")
+    parser.add_argument("--packets", type=integer(1), default=20000, help="packets per engine (pysim: 1/20)")
     args = parser.parse_args(argv)
-    unknown = set(args.blocks) - set(BLOCKS)
-    if unknown:
-        sys.exit(f"bench: unknown block(s) {', '.join(sorted(unknown))}; known: {', '.join(BLOCKS)}")
+    names = [block(name).name for name in args.blocks or BLOCKS]
+    runner.verilator_env()
     OUT.mkdir(parents=True, exist_ok=True)
-    rows = [row for block in args.blocks for row in bench(block, args.packets)]
+    progress = Progress(len(names) * len(ENGINES))
+    rows = []
+    for name in names:
+        progress.block = name
+        rows += bench(name, args.packets, progress)
     with open(OUT / "bench.csv", "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=rows[0])
         writer.writeheader()
@@ -191,10 +224,8 @@ def main(argv=None):
     for r in rows:
         print(f"{r['block']:<18}{r['engine']:<16}{r['packets']:>9}{r['cycles']:>9}"
               f"{r['packets_per_s']:>12}{r['cycles_per_s']:>12}{r['ratio_to_cpp']:>16}x")
+    print(f"written {OUT / 'bench.csv'}")
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (runner.ToolMissing, FormalToolMissing) as error:
-        sys.exit(f"bench: {error}")
+    run("bench", main)

@@ -8,13 +8,13 @@ printed and written to ``build/report.csv``.
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from amaranth.back import rtlil
 
-from formal.runner import ToolMissing, tools
-from registry import BLOCKS
+from formal.runner import tools
+from registry import BLOCKS, block
+from tools.cli import Parser, run
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "report"
@@ -31,22 +31,27 @@ def _stat(yosys, script, il, name):
     return json.loads(text[text.index("{"):])["design"]
 
 
-def report(block):
-    """Cells, flip-flops and memory bits of ``block`` with its default parameters."""
-    component = BLOCKS[block].build()
-    il = OUT / f"{block}.il"
+def report(name):
+    """Cells, flip-flops and memory bits of block ``name`` with its default parameters."""
+    component = block(name).build()
+    il = OUT / f"{name}.il"
     il.write_text(rtlil.convert(component, name="top"))
     yosys, _ = tools()
-    memories = _stat(yosys, MEMORIES, il.name, f"{block}.memories.json")
-    generic = _stat(yosys, GENERIC, il.name, f"{block}.synth.json")
+    memories = _stat(yosys, MEMORIES, il.name, f"{name}.memories.json")
+    generic = _stat(yosys, GENERIC, il.name, f"{name}.synth.json")
     flops = sum(n for kind, n in generic["num_cells_by_type"].items() if "DFF" in kind.upper())
-    return {"block": block, "cells": generic["num_cells"], "flip_flops": flops,
+    return {"block": name, "cells": generic["num_cells"], "flip_flops": flops,
             "memory_bits": memories["num_memory_bits"], "memories": memories["num_memories"]}
 
 
-def main(blocks=None):
+def main(argv=None):
+    parser = Parser(prog="report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("blocks", nargs="*", help=f"blocks to report (default: all of {', '.join(BLOCKS)})")
+    names = parser.parse_args(argv).blocks or list(BLOCKS)
+    for name in names:
+        block(name)              # KeyError naming the known blocks, before any work
     OUT.mkdir(parents=True, exist_ok=True)
-    rows = [report(block) for block in (blocks or BLOCKS)]
+    rows = [report(name) for name in names]
     with open(ROOT / "build" / "report.csv", "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=rows[0])
         writer.writeheader()
@@ -58,7 +63,4 @@ def main(blocks=None):
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:] or None)
-    except ToolMissing as error:
-        sys.exit(f"report: {error}")
+    run("report", main)

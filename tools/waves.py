@@ -1,106 +1,133 @@
-"""Print chosen signals of a VCD waveform as a table, one row per rising clock edge.
+"""Print chosen signals of a VCD or FST waveform as a table, one row per rising clock edge.
 
     python -m tools.waves build/spill_buffer/<params>-vcd/random_traffic/dump.vcd o__valid o__payload
-    python -m tools.waves --list dump.vcd            # every signal name in the file
+    python -m tools.waves --list dump.fst            # every signal name in the file
     python -m tools.waves dump.vcd 'o__*' --start 100 --rows 40
 
-Signals are matched by the end of their hierarchical name (glob patterns allowed); values are shown
-in hex as sampled just before each rising edge of ``--clock`` (the value the flops see). With no
-file, the newest ``dump.vcd`` under ``build/`` is used.
+Signals are matched by their name or full hierarchical name (glob patterns allowed; of same-named
+signals, the shallowest); values are shown in hex as sampled just before each rising edge of
+``--clock`` (the value the flops see). With no file, the newest ``dump.vcd`` or ``dump.fst`` under
+``build/`` is used. Files are read with pywellen (VCD, FST and GHW).
 """
-import argparse
 import fnmatch
-import re
-import sys
 from pathlib import Path
 
-from vcdvcd import VCDVCD
+import pywellen
+
+from tools.cli import Parser, integer, run
 
 ROOT = Path(__file__).resolve().parents[1]
+SUFFIXES = (".vcd", ".fst", ".ghw")
 
 
-def newest_vcd():
-    files = sorted((ROOT / "build").rglob("dump.vcd"), key=lambda p: p.stat().st_mtime)
+def newest_dump(root=ROOT / "build"):
+    """The most recently written ``dump.vcd`` / ``dump.fst`` under ``root``."""
+    files = [p for suffix in SUFFIXES[:2] for p in root.rglob(f"dump{suffix}")]
     if not files:
-        sys.exit("waves: no VCD under build/: run a test with WAVES=1 first")
-    return files[-1]
+        raise FileNotFoundError("no dump.vcd or dump.fst under build/: run a test with WAVES=1 first")
+    return max(files, key=lambda p: p.stat().st_mtime)
 
 
-def short(name):
-    """``top.o__payload[81:0]`` -> ``o__payload``; ``top.qdepth[2][15:0]`` -> ``qdepth[2]``."""
-    return re.sub(r"\[\d+:\d+\]$", "", name.rsplit(".", 1)[-1])
+def load(path):
+    """The pywellen ``Waveform`` of ``path``; ``OSError`` / ``ValueError`` for a missing or bad file."""
+    with open(path, "rb") as f:      # pywellen panics (a Rust backtrace) on a missing file
+        f.seek(0, 2)
+        size = f.tell()
+        if path.suffix == ".vcd" and size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                raise ValueError(f"{path}: the VCD ends mid-line (cut off: was the simulation killed?)")
+    try:
+        return pywellen.Waveform(str(path))
+    except RuntimeError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
-def match(names, pattern):
-    """Signals whose full or short name matches ``pattern``; of same-named ones, the shallowest."""
-    found = [n for n in names if "$" not in n
-             and (fnmatch.fnmatch(n, pattern) or fnmatch.fnmatch(short(n), pattern))]
+def names(wave):
+    """``{full name: (name, Var)}`` of the file's signals, without simulator-internal ones (``$``).
+
+    Escaped identifiers lose their backslash (Amaranth's ``\\i__payload.data`` is ``i__payload.data``).
+    """
+    return {v.full_name.replace("\\", ""): (v.name.replace("\\", ""), v)
+            for v in wave.all_vars() if "$" not in v.full_name}
+
+
+def match(variables, pattern):
+    """Full names whose full or short name matches ``pattern``; of same-named ones, the shallowest."""
+    found = [n for n, (name, _) in variables.items()
+             if pattern in (n, name) or fnmatch.fnmatchcase(n, pattern) or fnmatch.fnmatchcase(name, pattern)]
+    depth = {n: n[:-len(variables[n][0])].count(".") for n in found}
     shallowest = {}
     for n in found:
-        shallowest[short(n)] = min(shallowest.get(short(n), n.count(".")), n.count("."))
-    return [n for n in found if n.count(".") == shallowest[short(n)]]
+        name = variables[n][0]
+        shallowest[name] = min(shallowest.get(name, depth[n]), depth[n])
+    return [n for n in found if depth[n] == shallowest[variables[n][0]]]
 
 
-def value_at(tv, time):
-    """Value of a (time, value) list just before ``time``."""
-    value = "x"
-    for t, v in tv:
-        if t >= time:
-            break
-        value = v
-    return value
+def hexval(value):
+    if value is None:
+        return "x"
+    if isinstance(value, str):
+        if set(value) <= {"0", "1"}:
+            return f"{int(value, 2):x}"
+        return value if len(value) <= 4 else "x"
+    return f"{value:x}"
 
 
-def hexval(bits):
-    if any(c in bits for c in "xXzZ"):
-        return bits if len(bits) <= 4 else "x"
-    return f"{int(bits, 2):x}"
+def rising_edges(wave, clock):
+    """Times at which ``clock`` goes from 0 (or unknown) to 1."""
+    edges, last = [], [None]
+
+    def change(time, _signal, value):
+        if value in (1, "1") and last[0] not in (1, "1") and time > 0:
+            edges.append(time)
+        last[0] = value
+
+    wave.stream_changes(change, [clock])
+    return edges
 
 
-def table(vcd, patterns, clock="clk", start=0, rows=50):
-    """Rows of [cycle, time, values...] for the signals matching ``patterns``."""
-    trace = VCDVCD(str(vcd), store_tvs=True)
-    names = list(trace.references_to_ids)
-    signals = [n for p in patterns for n in match(names, p)]
+def table(wave, patterns, clock="clk", start=0, rows=50):
+    """(header, rows of [cycle, time, values...]) for the signals matching ``patterns``."""
+    variables = names(wave)
+    signals = list(dict.fromkeys(n for p in patterns for n in match(variables, p)))
     if not signals:
-        sys.exit(f"waves: no signal matches {' '.join(patterns)} (see --list)")
-    clocks = [n for n in match(names, clock) if int(trace[n].size) == 1]
+        raise KeyError(f"no signal matches {' '.join(patterns)} (see --list)")
+    clocks = [n for n in match(variables, clock) if variables[n][1].bitwidth == 1]
     if not clocks:
-        sys.exit(f"waves: no 1-bit clock named {clock!r} in {vcd}")
-    edges = [t for t, v in trace[clocks[0]].tv if v == "1"]
-    header = ["cycle", "time"] + [short(s) for s in dict.fromkeys(signals)]
-    body = []
-    for cycle, time in enumerate(edges[start:start + rows], start):
-        body.append([str(cycle), str(time)] + [hexval(value_at(trace[s].tv, time))
-                                               for s in dict.fromkeys(signals)])
+        raise KeyError(f"no 1-bit clock named {clock!r} (see --list, --clock)")
+    edges = rising_edges(wave, variables[clocks[0]][1])
+    if start >= len(edges):
+        raise ValueError(f"--start {start}: the waveform has {len(edges)} clock cycles")
+    header = ["cycle", "time"] + [variables[s][0] for s in signals]
+    body = [[str(cycle), str(time)] + [hexval(variables[s][1].signal.value_at(time - 1)) for s in signals]
+            for cycle, time in enumerate(edges[start:start + rows], start)]
     return header, body
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("vcd", nargs="?", help="VCD file (default: newest under build/)")
+    parser = Parser(prog="waves", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dump", nargs="?", help="VCD or FST file (default: the newest under build/)")
     parser.add_argument("signals", nargs="*", help="signal names or glob patterns")
     parser.add_argument("--clock", default="clk")
-    parser.add_argument("--start", type=int, default=0, help="first clock cycle to show")
-    parser.add_argument("--rows", type=int, default=50, help="number of cycles to show")
+    parser.add_argument("--start", type=integer(0), default=0, help="first clock cycle to show")
+    parser.add_argument("--rows", type=integer(1), default=50, help="number of cycles to show")
     parser.add_argument("--list", action="store_true", help="list the signals and exit")
     args = parser.parse_args(argv)
-    if args.vcd and not args.vcd.endswith(".vcd"):
-        args.signals.insert(0, args.vcd)
-        args.vcd = None
-    vcd = Path(args.vcd) if args.vcd else newest_vcd()
-    if not vcd.exists():
-        sys.exit(f"waves: {vcd} does not exist")
+    if args.dump and not args.dump.endswith(SUFFIXES) and "/" not in args.dump:
+        args.signals.insert(0, args.dump)        # a signal, not a file
+        args.dump = None
+    dump = Path(args.dump) if args.dump else newest_dump()
+    wave = load(dump)
     if args.list:
-        names = VCDVCD(str(vcd), only_sigs=True).references_to_ids
-        print("\n".join(n for n in names if "$" not in n))
+        print("\n".join(names(wave)))
         return
-    header, body = table(vcd, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
+    header, body = table(wave, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
-    print(f"# {vcd}")
+    print(f"# {dump} ({wave.file_format}, time in {wave.timescale})")
     for row in [header] + body:
         print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
 
 
 if __name__ == "__main__":
-    main()
+    run("waves", main)

@@ -1,0 +1,205 @@
+"""Every ``tools.*`` CLI answers bad input with one line on stderr and a non-zero exit, and works on
+good input. Waveforms: a VCD from Amaranth's simulator and an FST from Verilator's own writer."""
+import os
+import subprocess
+import sys
+
+import pytest
+from amaranth.sim import Simulator
+
+from registry import BLOCKS, ROOT
+from testbenches.runner import verilator_env
+from tools.waves import newest_dump
+
+pytestmark = pytest.mark.xdist_group("cli")
+
+#: A counter with a 1-bit ``valid``, dumped by Verilator's FST writer (``$dumpfile`` + --trace-fst).
+COUNTER_V = """\
+module top;
+  reg clk = 0;
+  reg [7:0] count = 0;
+  reg valid = 0;
+  always #5 clk = ~clk;
+  always @(posedge clk) begin count <= count + 1; valid <= count[0]; end
+  initial begin $dumpfile("dump.fst"); $dumpvars; #200 $finish; end
+endmodule
+"""
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def fails(tool, *args):
+    """Run ``tools.<tool> args``: it must fail with one line ``<tool>: ...`` and no traceback."""
+    result = cli(f"tools.{tool}", *args)
+    assert result.returncode != 0, f"tools.{tool} {args} succeeded:\n{result.stdout}"
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{tool}: "), f"not one line:\n{result.stderr}"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory):
+    """``{name: path}`` of good and bad waveform files."""
+    tmp = tmp_path_factory.mktemp("dumps")
+    fifo = BLOCKS["packet_fifo"].build(BLOCKS["packet_fifo"].make_params({"data_bytes": 8}))
+    sim = Simulator(fifo)
+    sim.add_clock(1e-8)
+
+    async def drive(ctx):
+        ctx.set(fifo.o.ready, 1)
+        for n in range(10):
+            ctx.set(fifo.i.valid, 1)
+            ctx.set(fifo.i.payload.data, n)
+            await ctx.tick()
+        ctx.set(fifo.i.valid, 0)
+        await ctx.tick().repeat(4)
+
+    sim.add_testbench(drive)
+    with sim.write_vcd(str(tmp / "dump.vcd")):
+        sim.run()
+    vcd = (tmp / "dump.vcd").read_bytes()
+    (tmp / "cut.vcd").write_bytes(vcd[:len(vcd) // 2 + 3])
+    (tmp / "header_cut.vcd").write_bytes(vcd[:200] + b"\n")
+    (tmp / "garbage.vcd").write_bytes(b"not a waveform\n")
+    (tmp / "garbage.fst").write_bytes(b"\x00\x01garbage")
+
+    verilator_env()
+    work = tmp / "fst"
+    work.mkdir()
+    (work / "top.v").write_text(COUNTER_V)
+    subprocess.run(["verilator", "--binary", "--trace-fst", "-Wno-fatal", "top.v", "-Mdir", "obj", "-o", "sim",
+                    "-CFLAGS", "-fcoroutines"], cwd=work, check=True, capture_output=True)
+    subprocess.run(["obj/sim"], cwd=work, check=True, capture_output=True)
+    fst = (work / "dump.fst").read_bytes()
+    (tmp / "cut.fst").write_bytes(fst[:len(fst) // 2])
+    return {p.name: p for p in tmp.iterdir()} | {"dump.fst": work / "dump.fst", "dir": work}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nosuch.vcd"], "No such file"),
+    (["{cut.vcd}"], "cut off"),
+    (["{header_cut.vcd}"], "failed to load"),
+    (["{garbage.vcd}"], "unknown file format"),
+    (["{garbage.fst}"], "unknown file format"),
+    (["{cut.fst}"], "failed to load"),
+    (["{dump.vcd}", "no_such_signal"], "no signal matches no_such_signal"),
+    (["{dump.fst}", "--clock", "count"], "no 1-bit clock"),
+    (["{dump.vcd}", "--start", "-1"], "--start: must be at least 0"),
+    (["{dump.vcd}", "--start", "1000"], "the waveform has 14 clock cycles"),
+    (["{dump.vcd}", "--start", "x"], "--start: expected an integer"),
+    (["{dump.vcd}", "--rows", "0"], "--rows: must be at least 1"),
+    (["{dump.fst}", "--rows", "1.5"], "--rows: expected an integer"),
+    (["{dir}"], "Is a directory"),
+])
+def test_waves_bad_input(dumps, args, says):
+    args = [str(dumps[a.strip("{}")]) if a.startswith("{") else a for a in args]
+    assert says in fails("waves", *args)
+
+
+def test_waves_vcd(dumps):
+    result = cli("tools.waves", str(dumps["dump.vcd"]), "o__valid", "i__payload.data", "--start", "2", "--rows", "3")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "(VCD" in lines[0]
+    assert lines[1].split() == ["cycle", "time", "o__valid", "i__payload.data"]
+    assert [line.split()[0] for line in lines[2:]] == ["2", "3", "4"]
+    listed = cli("tools.waves", "--list", str(dumps["dump.vcd"])).stdout.split()
+    assert "bench.top.o__valid" in listed and "bench.top.fifo.level" in listed
+
+
+def test_waves_fst(dumps):
+    result = cli("tools.waves", str(dumps["dump.fst"]), "count", "valid", "--start", "3", "--rows", "4")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "(FST" in lines[0]
+    # sampled just before each rising edge (5, 15, 25, ...): count = cycle, valid = bit 0 of the cycle before
+    assert [line.split() for line in lines[2:]] == [["3", "35", "3", "0"], ["4", "45", "4", "1"],
+                                                    ["5", "55", "5", "0"], ["6", "65", "6", "1"]]
+    assert cli("tools.waves", "--list", str(dumps["dump.fst"])).stdout.split() == ["top.clk", "top.count",
+                                                                                   "top.valid"]
+
+
+def test_waves_newest_dump(tmp_path):
+    vcd, fst = tmp_path / "a" / "dump.vcd", tmp_path / "b" / "dump.fst"
+    for path, mtime in ((vcd, 1000), (fst, 2000)):
+        path.parent.mkdir()
+        path.write_text("")
+        os.utime(path, (mtime, mtime))
+    assert newest_dump(tmp_path) == fst
+    os.utime(vcd, (3000, 3000))
+    assert newest_dump(tmp_path) == vcd
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no dump.vcd or dump.fst"):
+        newest_dump(tmp_path / "empty")
+
+
+def test_report_unknown_block():
+    assert "unknown block 'nosuchblock'; known: packet_fifo" in fails("report", "nosuchblock")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--slots", "0"], "AggregatorParams.slots = 0: must be in 1..65536"),
+    (["--workers", "1"], "AggregatorParams.workers = 1"),
+    (["--values", "1000"], "AggregatorParams"),
+    (["--jobs", "0"], "--jobs: must be in 1..256"),
+    (["--rounds", "70000"], "--rounds: must be in 1..65536"),
+    (["--window", "0"], "--window: must be at least 1"),
+    (["--slots", "two"], "--slots: invalid int value"),
+])
+def test_agg_measure_bad_input(args, says):
+    assert says in fails("agg_measure", *args)
+
+
+def test_agg_measure(tmp_path):
+    out = tmp_path / "agg.csv"
+    result = cli("tools.agg_measure", "--jobs", "2", "--rounds", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().splitlines()[0].startswith("policy,job0_prio0,job1_prio1,mean_jct")
+    assert [line.split()[0] for line in result.stdout.splitlines()[2:5]] == ["atp", "switchml", "esa"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nosuchblock"], "unknown block 'nosuchblock'"),
+    (["--packets", "0"], "--packets: must be at least 1"),
+    (["--packets", "-3", "packet_fifo"], "--packets: must be at least 1"),
+])
+def test_bench_bad_input(args, says):
+    assert says in fails("bench", *args)
+
+
+def test_emit_unwritable(tmp_path):
+    (tmp_path / "file").write_text("")
+    assert "Not a directory" in fails("emit", "-o", str(tmp_path / "file" / "verilog"))
+    assert "unknown block 'nosuch'" in fails("emit", "nosuch")
+
+
+def test_emit(tmp_path):
+    result = cli("tools.emit", "-o", str(tmp_path), "packet_fifo")
+    assert result.returncode == 0, result.stderr
+    assert "module packet_fifo" in (tmp_path / "packet_fifo.v").read_text()
+
+
+def test_speed_bad_input(tmp_path):
+    assert "No such file" in fails("speed", str(tmp_path / "none.csv"))
+    (tmp_path / "bad.csv").write_text("fifo,tag,case,100,1.0\nnot,a,row\n")
+    assert "bad.csv:2: expected block,tag,test,cycles,seconds" in fails("speed", str(tmp_path / "bad.csv"))
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00")
+    assert "not a CSV file" in fails("speed", str(tmp_path / "binary.csv"))
+
+
+def test_speed(tmp_path):
+    (tmp_path / "speed.csv").write_text("fifo,tag,a,100,1.0\nfifo,tag,b,300,1.0\n")
+    result = cli("tools.speed", str(tmp_path / "speed.csv"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1].split() == ["fifo", "2", "400", "2.0", "200"]
+
+
+def test_blocks():
+    result = cli("tools.blocks")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[0] for line in result.stdout.splitlines()[::2]] == list(BLOCKS)
+    assert "unrecognized arguments: --nosuch" in fails("blocks", "--nosuch")

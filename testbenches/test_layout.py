@@ -1,0 +1,82 @@
+"""The block registry matches the tree: files exist, every Component is registered, models are
+independent of the RTL, every parameters class names the parameter it rejects."""
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from models.params import Params
+from registry import BLOCKS, ROOT
+
+#: Modules of hdl/ that blocks share (not blocks themselves).
+SHARED = {"__init__", "packet", "headers", "parse"}
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_block_files_exist(name):
+    block = BLOCKS[name]
+    missing = [f for f in block.files() if not (ROOT / f).is_file()]
+    assert not missing, f"{name}: registered files missing: {missing}"
+    assert block.component_cls.__name__ == block.component
+    assert issubclass(block.params_cls, Params), f"{block.params} is not a models.params.Params"
+    assert block.model_cls.__name__ == block.model
+
+
+def test_every_component_registered():
+    files = {p.stem for p in (ROOT / "hdl").glob("*.py")} - SHARED
+    assert not files - set(BLOCKS), (f"hdl/ modules not in registry.BLOCKS: {sorted(files - set(BLOCKS))} "
+                                     "(register them, or list shared modules in SHARED)")
+
+
+def _imports(path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "models").glob("*.py")), ids=lambda p: p.name)
+def test_model_imports_no_hdl(path):
+    bad = [m for m in _imports(path) if m == "hdl" or m.startswith("hdl.")]
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}: golden models must not depend on the RTL"
+
+
+def _bad_values(f):
+    """(bad value, expected exception) pairs for parameter field ``f``."""
+    meta, kind = f.metadata, f.metadata["kind"]
+    if issubclass(kind, Params):
+        return [(1, TypeError)]
+    wrong_type = [("1", TypeError)] if kind is not str else [(1, TypeError)]
+    if kind is bool:
+        return wrong_type
+    bad = []
+    if meta["choices"] is not None:
+        bad.append(("no such choice" if kind is str else max(meta["choices"]) + 1, ValueError))
+    if meta["lo"] is not None:
+        bad.append((meta["lo"] - 1, ValueError))
+    if meta["hi"] is not None:
+        bad.append((meta["hi"] + 1, ValueError))
+    if meta["pow2"]:
+        bad.append((3, ValueError))
+    return wrong_type + bad
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_params_reject_bad_values(name):
+    cls = BLOCKS[name].params_cls
+    cls()                                   # the defaults are valid
+    for f in dataclasses.fields(cls):
+        for value, error in _bad_values(f):
+            with pytest.raises(error) as caught:
+                cls(**{f.name: value})
+            assert f"{cls.__name__}.{f.name}" in str(caught.value), \
+                f"{cls.__name__}({f.name}={value!r}) raised without naming the parameter: {caught.value}"
+
+
+def test_registry_doc_names_files():
+    """registry.Block.files() is the layout the README's "Adding a block" describes."""
+    readme = Path(ROOT / "README.md").read_text()
+    for pattern in ("hdl/<name>.py", "models/<name>.py", "testbenches/test_<name>.py", "formal/test_<name>.py"):
+        assert pattern in readme, f"README's 'Adding a block' does not mention {pattern}"

@@ -1,0 +1,213 @@
+"""Every command of the README's ```sh blocks works: each runs here in a smoke form (one block, one
+proof, one scenario, few packets). A README command without a smoke form in ``SMOKE`` fails, so a
+newly documented command cannot go untested; ``make test`` alone is left out (it runs the suite,
+this test included). The README's block table must match the registry.
+
+The commands run in a copy of the sources in ``build/readme/`` (as in a fresh clone, sharing the
+venv) whose own ``build/`` is kept between runs as a cache: they never write into the test
+directories of the suite's tests running next to them.
+"""
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from registry import ROOT
+from tools.blocks import readme_table, split
+
+pytestmark = pytest.mark.xdist_group("readme")
+
+README = ROOT / "README.md"
+#: README commands not run here, and why.
+EXCLUDED = {"make test": "runs the whole suite, this test included"}
+SIM = '-k "random_traffic and flow"'       # the test `make sim` runs
+
+
+def readme_commands(text=None):
+    """The commands of the README's ```sh blocks, comments stripped, in order."""
+    text = README.read_text() if text is None else text
+    blocks = re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
+    commands = [re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines()]
+    return list(dict.fromkeys(c for c in commands if c))
+
+
+def clone(root=ROOT, into=ROOT / "build" / "readme"):
+    """Copy the sources of ``root`` (not ``build/``, ``.venv``, ``.git``) to ``into``; link its venv."""
+    into.mkdir(parents=True, exist_ok=True)
+    skip = {"build", ".venv", ".git", "__pycache__"}
+    for old in into.iterdir():
+        if old.name in skip:
+            continue
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+    for path in root.iterdir():
+        if path.name in skip:
+            continue
+        if path.is_dir():
+            shutil.copytree(path, into / path.name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, into)            # keeps mtimes: make's setup stamp stays valid
+    if not (into / ".venv").exists():
+        (into / ".venv").symlink_to((root / ".venv").resolve())
+    return into
+
+
+class Shell:
+    """Runs commands in the clone, without the calling make's flags."""
+
+    def __init__(self, root):
+        self.root = root
+        self.env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+        self._sim = None
+
+    def __call__(self, command):
+        """Run ``command`` with bash; return (stdout, stderr); fail the test naming it unless it exits 0."""
+        result = subprocess.run(["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True,
+                                text=True, timeout=900)
+        output = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        assert result.returncode == 0, f"`{command}` exited with {result.returncode}:\n{output}"
+        return result.stdout, result.stderr
+
+    def newest(self, pattern, since=0.0):
+        """The newest file under build/ matching ``pattern`` written after ``since``."""
+        files = [p for p in (self.root / "build").glob(pattern) if p.stat().st_mtime >= since]
+        assert files, f"no build/{pattern} written"
+        return max(files, key=lambda p: p.stat().st_mtime)
+
+    def sim(self):
+        """Run `make sim` once; its waveform."""
+        if self._sim is None:
+            start = time.time()
+            self("make sim")
+            self._sim = self.newest("spill_buffer/*-vcd/random_traffic/dump.vcd", start)
+        return self._sim
+
+
+def _sim(sh):
+    sh.sim()
+
+
+def _report(sh):
+    out, _ = sh("make report BLOCKS=packet_fifo")
+    assert re.search(r"^packet_fifo\s+\d+\s+\d+", out, re.M), out
+
+
+def _bench(sh):
+    out, err = sh("make bench PACKETS=200 BLOCKS=packet_fifo")
+    assert "[5/5] packet_fifo amaranth-pysim ..." in err, err
+    assert len(re.findall(r"^packet_fifo\s+\S+\s+200\s", out, re.M)) == 5, out
+
+
+def _verilog(sh):
+    out, _ = sh("make verilog BLOCKS=packet_fifo")
+    assert "build/verilog/packet_fifo.v" in out, out
+
+
+def _formal(sh):
+    out, _ = sh("make formal JOBS=0 PYTEST_ARGS='-k proof_holds'")
+    assert "1 passed" in out, out
+
+
+def _scenarios(sh):
+    start = time.time()
+    sh("make scenarios JOBS=0 PYTEST_ARGS='-k symphony'")
+    sh.newest("scenarios/symphony.csv", start)
+
+
+def _waves_vcd(sh):
+    start = time.time()
+    sh(f"WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}")
+    sh.newest("spill_buffer/*-vcd/random_traffic/dump.vcd", start)
+
+
+def _waves_fst(sh):
+    start = time.time()
+    sh(f"WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}")
+    fst = sh.newest("spill_buffer/*/random_traffic/dump.fst", start)
+    out, _ = sh(f".venv/bin/python -m tools.waves --list {fst}")
+    assert "o__valid" in out, out
+
+
+def _make_waves(sh):
+    # DUMP= pins the file (the default, the newest dump, is tested in test_cli.py)
+    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cycle", "time"])
+    assert lines[header].split() == ["cycle", "time", "i__valid", "i__ready", "o__valid", "o__payload"], out
+    assert len(lines) - header - 1 == 40 and lines[header + 1].split()[0] == "100", out
+
+
+def _waves_list(sh):
+    out, _ = sh(f".venv/bin/python -m tools.waves --list {sh.sim()}")
+    assert "top.o__valid" in out.split(), out
+
+
+def _agg_measure(sh):
+    out, _ = sh(".venv/bin/python -m tools.agg_measure --rounds 4")
+    assert [line.split()[0] for line in out.splitlines()[2:5]] == ["atp", "switchml", "esa"], out
+
+
+def _speed(sh):
+    sh.sim()                # a run to report on
+    out, _ = sh(".venv/bin/python -m tools.speed")
+    assert re.search(r"^spill_buffer\s+\d+", out, re.M), out
+
+
+def _blocks(sh):
+    out, _ = sh(".venv/bin/python -m tools.blocks")
+    assert out.startswith("packet_fifo"), out
+
+
+#: README command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
+SMOKE = {
+    "make sim": _sim,
+    "make lint": "make lint",
+    "make formal": _formal,
+    "make scenarios": _scenarios,
+    "make verilog": _verilog,
+    "make report": _report,
+    "make bench": _bench,
+    '.venv/bin/python -m pytest testbenches/test_spill_buffer.py -k "watermark_edges and flow"':
+        '.venv/bin/python -m pytest testbenches/test_spill_buffer.py -k "watermark_edges and flow"',
+    f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}":
+        f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}",
+    "WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_vcd,
+    "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
+    "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
+    ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
+    ".venv/bin/python -m tools.speed": _speed,
+    ".venv/bin/python -m tools.blocks": _blocks,
+    ".venv/bin/python -m tools.agg_measure": _agg_measure,
+}
+
+
+@pytest.fixture(scope="module")
+def sh():
+    return Shell(clone())
+
+
+def test_smoke_forms_match_readme():
+    commands = readme_commands()
+    stale = [c for c in SMOKE if c not in commands]
+    assert not stale, f"smoke forms of commands no longer in the README: {stale}"
+    assert set(EXCLUDED) <= set(commands)
+
+
+@pytest.mark.parametrize("command", [c for c in readme_commands() if c not in EXCLUDED], ids=lambda c: c[:70])
+def test_readme_command(sh, command):
+    smoke = SMOKE.get(command)
+    assert smoke is not None, f"README command without a smoke form in testbenches/test_readme.py: {command}"
+    if callable(smoke):
+        smoke(sh)
+    else:
+        sh(smoke)
+
+
+def test_block_table_current():
+    _, table, _ = split(README.read_text())
+    assert table == readme_table(), "README block table is stale: run `python -m tools.blocks --readme`"
