@@ -447,9 +447,16 @@ def test_random_traffic(config):
                 offsets.insert(0, off)
                 raw, fields = raw[:rng.randrange(wire.SDR_MIN_LENGTH)], None
             pending_pkt = (raw, fields)
+        before = snapshot(m)
         cycle = m.step(pending_pkt and pending_pkt[0], pending_cmd)
         assert cycle.cmd_ready == (clear_left == 0)
         assert cycle.pkt_ready == (clear_left == 0 and pending_cmd is None)
+        if cycle.result is not None and cycle.result.outcome != "placed":
+            assert snapshot(m) == before, cycle.result          # drops change no state
+        if clear_left == 1:                                     # the clear's last word: all its words are zero
+            index = m.clear_slot
+            words = p.words(m.slots[index].n_pkts, m.slots[index].chunk)
+            assert not any(m.pkt_mem[index][:words]) and not any(m.chunk_mem[index][:words])
         clear_left = max(clear_left - 1, 0)
         if pending_pkt is not None and cycle.pkt_ready:
             outcome, chunk_done, msg_done = ref.packet(pending_pkt[1])
