@@ -65,3 +65,71 @@ def ina_packet(worker=0, jobseq=0, index=0, values=(), fanin=2, priority=0, ps="
             / INA(**ina))
 
 __all__ += ["INA", "INA_PORT", "ina_packet"]
+
+
+# --- SDR-RDMA: RETH and ImmDt after the BTH (SPEC section 6) --------------------------------------
+from scapy.fields import IntField, XIntField, XLongField  # noqa: E402
+
+from models import wire  # noqa: E402
+
+
+class RETH(Packet):
+    """RDMA Extended Transport Header (IBTA 9.3.3): virtual address, rkey, DMA length."""
+    name = "RETH"
+    fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dlen", 0)]
+
+    def guess_payload_class(self, payload):
+        bth = self.underlayer
+        if isinstance(bth, BTH) and bth.opcode in (wire.RC_WRITE_ONLY_IMM, wire.UC_WRITE_ONLY_IMM):
+            return ImmDt
+        return Raw
+
+
+class ImmDt(Packet):
+    """Immediate Data Extended Transport Header (IBTA 9.3.5): one 32-bit word."""
+    name = "ImmDt"
+    fields_desc = [XIntField("imm", 0)]
+
+    def guess_payload_class(self, payload):
+        return Raw
+
+
+for _op in wire.IMMDT_OPCODES:
+    if _op not in wire.RETH_OPCODES:
+        bind_layers(BTH, ImmDt, opcode=_op)
+# Bound last, so BTH()/RETH() defaults to the SDR opcode.
+for _op in sorted(wire.RETH_OPCODES, key=lambda op: op == wire.SDR_OPCODE):
+    bind_layers(BTH, RETH, opcode=_op)
+
+
+def sdr_imm(msg, offset, user=0, msg_bits=wire.SDR_MSG_BITS, user_bits=wire.SDR_USER_BITS):
+    """The 32-bit SDR immediate: message id, packet offset and user bits, most significant first."""
+    offset_bits = 32 - msg_bits - user_bits
+    for name, value, bits in (("msg", msg, msg_bits), ("offset", offset, offset_bits), ("user", user, user_bits)):
+        if not 0 <= value < 1 << bits:
+            raise ValueError(f"sdr_imm: {name} = {value} must fit {bits} bits")
+    return (msg << (32 - msg_bits)) | (offset << user_bits) | user
+
+
+def sdr_packet(msg, offset, gen=0, channel=0, user=0, qp_base=0x100, generations=4, payload=b"\0" * 64,
+               msg_bits=wire.SDR_MSG_BITS, user_bits=wire.SDR_USER_BITS, psn=0, va=None, rkey=0x5D2,
+               op=wire.SDR_OPCODE, src="10.1.0.1", dst="10.2.0.1"):
+    """One SDR data packet: Ethernet / IPv4 / UDP 4791 / BTH (UC Write Only Imm) / RETH / ImmDt /
+    payload / ICRC, to dest QP ``qp_base + gen + generations * channel``.
+
+    The UDP source port is an ephemeral one derived from the QP (RoCEv2 entropy); ``va`` defaults to
+    a buffer at 0x1000_0000 with ``payload``-sized packets placed at their offset.
+    """
+    dqpn = qp_base + gen + generations * channel
+    if va is None:
+        va = 0x1000_0000 + offset * len(payload)
+    return (Ether(dst="02:00:00:00:02:01", src="02:00:00:00:01:01")
+            / IP(src=src, dst=dst, tos=0x02, ttl=64, id=psn & 0xFFFF)
+            / UDP(sport=0xC000 | (dqpn & 0x3FFF), dport=wire.ROCEV2_PORT, chksum=0)
+            / BTH(opcode=op, dqpn=dqpn, psn=psn & 0xFFFFFF)
+            / RETH(va=va, rkey=rkey, dlen=len(payload))
+            / ImmDt(imm=sdr_imm(msg, offset, user, msg_bits, user_bits))
+            / Raw(payload))
+
+
+__all__ += ["RETH", "ImmDt", "sdr_imm", "sdr_packet"]

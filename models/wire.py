@@ -70,3 +70,34 @@ INA_RESV_MASK = 0x03
 
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
+
+# --- SDR-RDMA: UC RDMA Write-with-Immediate carrying a chunk-bitmap update (SPEC section 6) ----------
+#: RDMA Extended Transport Header: virtual address (64), rkey (32), DMA length (32).
+RETH_OFFSET = BTH_OFFSET + BTH_BYTES        # 54
+RETH_BYTES = 16
+#: Immediate Data Extended Transport Header: one 32-bit word.
+IMMDT_OFFSET = RETH_OFFSET + RETH_BYTES     # 70
+IMMDT_BYTES = 4
+#: Ethernet + IPv4 + UDP + BTH + RETH + ImmDt of an RDMA_WRITE_ONLY_WITH_IMMEDIATE.
+SDR_HEADER_BYTES = IMMDT_OFFSET + IMMDT_BYTES   # 74
+#: The invariant CRC trailer of every RoCEv2 packet.
+ICRC_BYTES = 4
+#: The shortest well-formed SDR packet: headers and ICRC, no payload.
+SDR_MIN_LENGTH = SDR_HEADER_BYTES + ICRC_BYTES  # 78
+#: Transport bits of the BTH opcode (IBTA vol. 1, table 38): RC 0x00, UC 0x20.
+UC_BASE = 0x20
+UC_SEND_LAST_IMM, UC_SEND_ONLY_IMM = UC_BASE + RC_SEND_LAST_IMM, UC_BASE + RC_SEND_ONLY_IMM
+UC_WRITE_FIRST, UC_WRITE_ONLY = UC_BASE + RC_WRITE_FIRST, UC_BASE + RC_WRITE_ONLY
+UC_WRITE_LAST_IMM, UC_WRITE_ONLY_IMM = UC_BASE + RC_WRITE_LAST_IMM, UC_BASE + RC_WRITE_ONLY_IMM
+RC_READ_REQUEST = 0x0C
+#: Opcodes whose BTH is followed by a RETH (RC and UC RDMA Write First/Only[/Imm], RC Read Request).
+RETH_OPCODES = (RC_WRITE_FIRST, RC_WRITE_ONLY, RC_WRITE_ONLY_IMM, RC_READ_REQUEST,
+                UC_WRITE_FIRST, UC_WRITE_ONLY, UC_WRITE_ONLY_IMM)
+#: Opcodes that carry an ImmDt: right after the BTH, or after the RETH for *_WRITE_ONLY_IMM.
+IMMDT_OPCODES = (RC_SEND_LAST_IMM, RC_SEND_ONLY_IMM, RC_WRITE_LAST_IMM, RC_WRITE_ONLY_IMM,
+                 UC_SEND_LAST_IMM, UC_SEND_ONLY_IMM, UC_WRITE_LAST_IMM, UC_WRITE_ONLY_IMM)
+#: The one opcode SDR data packets use (one UC RDMA Write-with-Immediate per packet).
+SDR_OPCODE = UC_WRITE_ONLY_IMM
+#: Immediate layout imm[31:22] message id, imm[21:4] packet offset, imm[3:0] user bits (8+22+2 also
+#: allowed: the widths are parameters of the block).
+SDR_MSG_BITS, SDR_OFFSET_BITS, SDR_USER_BITS = 10, 18, 4
