@@ -106,5 +106,7 @@ FLOW_LABEL_BITS = 20
 DSCP_MRC_DATA = 34
 DSCP_TRIM = 40
 DSCP_TRIM_LAST = 48
-#: Default trimmed length: every header of an encapsulated MRC packet, no payload, no ICRC.
-TRIM_LEN = MRC_HEADER_BYTES
+#: Default trimmed length: every header of an encapsulated MRC packet and 4 bytes where the ICRC sits
+#: (so the BTH parses; the 4 bytes are the payload's first, not a valid ICRC: the DSCP says "trimmed").
+ICRC_BYTES = 4
+TRIM_LEN = MRC_HEADER_BYTES + ICRC_BYTES    # 118
