@@ -34,6 +34,11 @@ the cycle; the event is then applied to the state the selection left (its SKIP->
   last. After ``reset`` every slot is DENIED (vacant) and every FIFO empty: the first
   ``n_ev / planes`` ``backup`` events of a plane fill its slots.
 - The controller's UNKNOWN state is an EV in the probe pool; ASSUMED_BAD is a slot left vacant.
+- Microarchitecture the RTL keeps: slot states and EVs in flip-flops (the scan reads every slot in
+  the cycle); the selection is combinational from the registered state and ``want`` (zero latency:
+  the EV is on the output in the cycle ``want`` is high); the event's result, including
+  ``retransmit``, is also shown in its own cycle; the pool's lowest free entry and a plane's
+  lowest vacant slot are priority encoders; each FIFO pops or pushes at most once per cycle.
 - Counters saturate at ``2**counter_bits - 1``. Conservation: cycles with ``want`` = ``selected``
   + ``no_ev``; events = the sum of ``EVENT_COUNTERS`` (one each). ``EFFECTS`` count side effects.
 """

@@ -126,7 +126,7 @@ def mrc_packet(ev=0xC0DE_C000, da="fc00:0:1:2::", src="fd00::1", dst="fd00::2", 
     sport, label = ev_stripes(ev)
     tc = (dscp << 2) | ecn
     inner = (IPv6(src=src, dst=dst, tc=tc, fl=label, hlim=64, nh=wire.NH_UDP)
-             / UDP(sport=sport, dport=ROCEV2_PORT, chksum=0)
+             / UDP(sport=sport, dport=wire.ROCEV2_PORT, chksum=0)
              / BTH(opcode=op, dqpn=qp, psn=psn & 0xFFFFFF, ackreq=1)
              / Raw(payload))
     eth = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01", type=wire.ETHERTYPE_IPV6)
@@ -135,5 +135,4 @@ def mrc_packet(ev=0xC0DE_C000, da="fc00:0:1:2::", src="fd00::1", dst="fd00::2", 
     return eth / IPv6(src=src, dst=da, tc=tc, fl=label, hlim=hlim, nh=wire.NH_IPV6) / inner
 
 
-ROCEV2_PORT = wire.ROCEV2_PORT
 __all__ += ["IPv6", "UsidDA", "usid_address", "usid_parts", "ev_stripes", "ev_of", "mrc_packet"]
