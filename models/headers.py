@@ -70,6 +70,12 @@ __all__ += ["INA", "INA_PORT", "ina_packet"]
 # --- SDR-RDMA: RETH and ImmDt after the BTH (SPEC section 6) --------------------------------------
 from scapy.fields import IntField, XIntField, XLongField  # noqa: E402
 
+# --- MRC: IPv6-in-IPv6 with SRv6 uSID destination addresses, EV striping (SPEC section 5) -----------
+import socket  # noqa: E402
+
+from scapy.fields import XShortField  # noqa: E402
+from scapy.layers.inet6 import IPv6  # noqa: E402
+
 from models import wire  # noqa: E402
 
 
@@ -133,3 +139,64 @@ def sdr_packet(msg, offset, gen=0, channel=0, user=0, qp_base=0x100, generations
 
 
 __all__ += ["RETH", "ImmDt", "sdr_imm", "sdr_packet"]
+
+class UsidDA(Packet):
+    """An SRv6 uSID destination address (16 bytes): 32-bit locator, six 16-bit uSIDs (0 = end)."""
+    name = "UsidDA"
+    fields_desc = [XIntField("locator", 0)] + [XShortField(f"u{i}", 0) for i in range(wire.USIDS_PER_DA)]
+
+
+def usid_address(locator, usids=()):
+    """The IPv6 address string of ``locator`` followed by ``usids`` (padded with 0 = end of carrier)."""
+    if len(usids) > wire.USIDS_PER_DA:
+        raise ValueError(f"usids: at most {wire.USIDS_PER_DA}, got {len(usids)}")
+    da = UsidDA(locator=locator, **{f"u{i}": u for i, u in enumerate(usids)})
+    return socket.inet_ntop(socket.AF_INET6, bytes(da))
+
+
+def usid_parts(address):
+    """``(locator, [u0..u5])`` of an IPv6 address string (or its 16 bytes / 128-bit integer)."""
+    if isinstance(address, int):
+        address = address.to_bytes(16, "big")
+    elif isinstance(address, str):
+        address = socket.inet_pton(socket.AF_INET6, address)
+    da = UsidDA(address)
+    return da.locator, [getattr(da, f"u{i}") for i in range(wire.USIDS_PER_DA)]
+
+
+def ev_stripes(ev):
+    """``(udp_sport, flow_label)`` carrying a 32-bit EV: sport = EV[15:0], label[15:0] = EV[31:16]."""
+    if not 0 <= ev < 1 << wire.EV_BITS:
+        raise ValueError(f"ev: must be a 32-bit value, got {ev!r}")
+    return ev & 0xFFFF, ev >> wire.EV_SPORT_BITS
+
+
+def ev_of(packet):
+    """The EV of an MRC packet (scapy, either encapsulated or not): from the innermost IPv6 and UDP."""
+    inner = packet[IPv6]
+    while isinstance(inner.payload, IPv6):
+        inner = inner.payload
+    return ((inner.fl & 0xFFFF) << wire.EV_SPORT_BITS) | packet[UDP].sport
+
+
+def mrc_packet(ev=0xC0DE_C000, da="fc00:0:1:2::", src="fd00::1", dst="fd00::2", qp=1, psn=0,
+               op=RC_SEND_MIDDLE, payload=b"", dscp=wire.DSCP_MRC_DATA, ecn=wire.ECT0, hlim=64, outer=True):
+    """An MRC data packet: Ethernet / outer IPv6 (nh 41, SRv6 uSID ``da``) / inner IPv6 / UDP 4791 / BTH.
+
+    The EV is striped over the UDP source port and both flow labels (``ev_stripes``); both traffic
+    classes carry ``dscp``/``ecn``; the UDP checksum is 0 (RoCEv2: the ICRC covers the packet).
+    ``outer=False`` gives the decapsulated form (inner IPv6 straight after Ethernet).
+    """
+    sport, label = ev_stripes(ev)
+    tc = (dscp << 2) | ecn
+    inner = (IPv6(src=src, dst=dst, tc=tc, fl=label, hlim=64, nh=wire.NH_UDP)
+             / UDP(sport=sport, dport=wire.ROCEV2_PORT, chksum=0)
+             / BTH(opcode=op, dqpn=qp, psn=psn & 0xFFFFFF, ackreq=1)
+             / Raw(payload))
+    eth = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01", type=wire.ETHERTYPE_IPV6)
+    if not outer:
+        return eth / inner
+    return eth / IPv6(src=src, dst=da, tc=tc, fl=label, hlim=hlim, nh=wire.NH_IPV6) / inner
+
+
+__all__ += ["IPv6", "UsidDA", "usid_address", "usid_parts", "ev_stripes", "ev_of", "mrc_packet"]

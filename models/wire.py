@@ -101,3 +101,43 @@ SDR_OPCODE = UC_WRITE_ONLY_IMM
 #: Immediate layout imm[31:22] message id, imm[21:4] packet offset, imm[3:0] user bits (8+22+2 also
 #: allowed: the widths are parameters of the block).
 SDR_MSG_BITS, SDR_OFFSET_BITS, SDR_USER_BITS = 10, 18, 4
+
+# --- MRC: Ethernet / outer IPv6 (SRv6 uSID DA) / inner IPv6 / UDP / RoCEv2 BTH (SPEC section 5) ------
+ETHERTYPE_IPV6 = 0x86DD
+IPV6_BYTES = 40
+IPV6_VERSION = 6
+#: IPv6 next-header values: IPv6-in-IPv6 (outer -> inner) and UDP.
+NH_IPV6 = 41
+NH_UDP = IPPROTO_UDP
+OUTER_OFFSET = ETH_OFFSET + ETH_BYTES       # 14
+INNER_OFFSET = OUTER_OFFSET + IPV6_BYTES    # 54
+MRC_UDP_OFFSET = INNER_OFFSET + IPV6_BYTES  # 94
+MRC_BTH_OFFSET = MRC_UDP_OFFSET + UDP_BYTES  # 102
+#: Ethernet + outer IPv6 + inner IPv6 + UDP + BTH: every header of an encapsulated MRC packet.
+MRC_HEADER_BYTES = MRC_BTH_OFFSET + BTH_BYTES  # 114
+#: Ethernet + IPv6 + UDP + BTH: an MRC packet after decapsulation.
+MRC_INNER_HEADER_BYTES = OUTER_OFFSET + IPV6_BYTES + UDP_BYTES + BTH_BYTES  # 74
+# Field offsets inside an IPv6 header.
+IPV6_PLEN_AT = 4
+IPV6_NH_AT = 6
+IPV6_HLIM_AT = 7
+IPV6_SRC_AT = 8
+IPV6_DST_AT = 24
+#: An SRv6 uSID destination address: a 32-bit locator, then six 16-bit uSIDs (0 = end of carrier).
+USID_LOCATOR_BITS = 32
+USID_BITS = 16
+USIDS_PER_DA = 6
+#: Bits of the EV in the UDP source port (EV[15:0]) and in the flow label (EV[31:16] in label[15:0]).
+EV_BITS = 32
+EV_SPORT_BITS = 16
+FLOW_LABEL_BITS = 20
+#: DSCP values (the traffic class's upper six bits) of MRC traffic (*chosen*): data is AF41; a packet
+#: trimmed on a fabric hop is CS5 and one trimmed on a last-hop port is CS6, so the receiver can tell
+#: the two apart and the sender skips the EV only for a non-last-hop trim.
+DSCP_MRC_DATA = 34
+DSCP_TRIM = 40
+DSCP_TRIM_LAST = 48
+#: Default trimmed length: every header of an encapsulated MRC packet and 4 bytes where the ICRC sits
+#: (so the BTH parses; the 4 bytes are the payload's first, not a valid ICRC: the DSCP says "trimmed").
+ICRC_BYTES = 4
+TRIM_LEN = MRC_HEADER_BYTES + ICRC_BYTES    # 118
