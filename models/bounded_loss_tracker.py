@@ -159,8 +159,9 @@ class BoundedLossTrackerModel:
 
     ``step(beat, cfg, fwd_ready, close_ready, nack_ready)`` returns the ``Outputs`` the RTL shows
     in that cycle (before the edge), then advances the state as the clock edge does. After it,
-    ``decision`` describes the packet decided at that edge (or None). ``bitmap[s]`` is slot s's
-    bitmap as an int (word w = bits w*W..w*W+W-1).
+    ``decision`` describes the packet decided at that edge (or None). State a testbench may
+    compare with the RTL: ``slots`` (``Slot`` registers), ``bitmap[s]`` (slot s's words as one int,
+    word w = bits w*W..w*W+W-1), ``table``, ``now``, ``scan``, ``search``, ``clearing``, ``counters``.
     """
 
     def __init__(self, params=None):

@@ -4,10 +4,17 @@ import random
 import struct
 
 import pytest
+from scapy.packet import split_layers
 
 from models import wire
-from models.bounded_loss_tracker import (COUNTERS, PACKET_COUNTERS, BoundedLossTrackerModel,
-                                         BoundedLossTrackerParams, need_of, parse)
+from models.bounded_loss_tracker import (
+    COUNTERS,
+    PACKET_COUNTERS,
+    BoundedLossTrackerModel,
+    BoundedLossTrackerParams,
+    need_of,
+    parse,
+)
 from models.bounded_loss_tracker_oracle import GilbertElliott, acceptance, binom_cdf, binom_pmf, p_no_nack
 from models.headers import DBLP, DBLP_PORT, IP, UDP, Ether, Raw, bind_dblp, dblp_packet, dblp_round
 from models.packet import beats_of
@@ -169,6 +176,8 @@ def test_shim_on_another_port_and_builders():
     bind_dblp(50001)
     raw = bytes(dblp_packet(job=9, round=4, idx=2, cnt=3, port=50001))
     assert Ether(raw)[DBLP].job == 9
+    split_layers(UDP, DBLP, dport=50001)
+    assert DBLP not in Ether(raw)
     pkts = dblp_round(1, 7, 5, phase=2, rng=random.Random(3))
     assert [p[DBLP].idx for p in pkts] == list(range(5)) and [p[DBLP].last for p in pkts] == [0, 0, 0, 0, 1]
     assert len({p[UDP].sport for p in pkts}) > 1 and all(p[UDP].sport >= 49152 for p in pkts)
@@ -526,7 +535,7 @@ def test_random_invariants(seed):
     b = Bench(params, ready=lambda: tuple(rng.random() < 0.8 for _ in range(3)), seed=seed)
     b.send(*random_traffic(rng, b, 60))
     for _ in range(6000):
-        row = cfg(rng.randrange(2), rng.randrange(256), rng.randrange(1, 60)) if rng.random() < 0.01 else None
+        row = cfg(rng.randrange(3), rng.randrange(256), rng.randrange(1, 60)) if rng.random() < 0.01 else None
         b.step(cfg=row)
         for _, n in b.nacks[-1:]:
             assert n["count"] < n["need"] and n["retries"] <= params.retry_max
@@ -537,6 +546,7 @@ def test_random_invariants(seed):
     assert b.idle() and not b.queue
     assert sum(b.m.counters[k] for k in PACKET_COUNTERS) == b.accepted > 0
     assert set(b.m.counters) == set(COUNTERS)
+    print(b.m.counters)
 
 
 # --- oracles -----------------------------------------------------------------------------------
@@ -644,3 +654,12 @@ def test_gilbert_elliott_rounds_close_in_time_and_within_tau(seed):
         tau = taus[sent[e["round"]][0][DBLP].phase]
         assert e["cnt"] - e["count"] <= tau * e["cnt"] >> 8 or e["kind"] == "ABORT"
     assert len(b.closes) == 40 and b.m.counters["nacks"] > 0 and b.m.counters["slot_busy"] == 0
+
+
+def test_parse_fields():
+    p = P()
+    raw = bytes(dblp_packet(job=5, round=300, idx=6, cnt=7, phase=3, last=1, retx=1, payload=b"abc"))
+    assert parse(raw[:wire.DBLP_HEADER_BYTES], len(raw), p) == {
+        "job": 5, "round": 300, "idx": 6, "cnt": 7, "phase": 3, "last": True, "retx": True, "length": 3}
+    assert parse(raw[:wire.DBLP_HEADER_BYTES], wire.DBLP_HEADER_BYTES - 1, p) is None
+    assert parse(raw, len(raw), p.replace(port=4791)) is None
