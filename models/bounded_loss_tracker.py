@@ -32,7 +32,7 @@ first beat; ``data_bytes >= 53`` so the whole header is in the first beat)
 - A closed slot keeps its tag (``closed``) until a round with another tag reopens it; reuse needs
   the clear engine to have wiped the slot's bitmap (``dirty`` clear).
 - ``i.ready`` is 1 on every beat but a last one; a last beat waits while the ``fwd`` or ``close``
-  register is not free, or (well-formed packets) while its slot is the scanner's target, or it
+  register is not free, or (a packet that parses) while its slot is the scanner's target, or it
   would open a dirty slot, or the scanner closes a round in that cycle (back-pressure, never a
   drop). Beats are delimited by ``last`` (``first`` is not used); non-last beats are always taken.
 
@@ -46,11 +46,17 @@ Deadline scanner (one slot per cycle, round-robin from slot 0 after reset)
 - SEARCH reads one bitmap word of the target per cycle from word 0 (bits >= E masked); at the
   first word with a clear bit it sends the NACK (holding while ``nack`` is not free), sets
   retries + 1, re-arms (t_first = now) and advances the pointer past the slot.
-- Ages must not wrap: outputs stalled for ~2**time_bits cycles delay deadlines (documented limit).
+- Limit: a ``close``/``nack`` output stalled for about 2**time_bits cycles lets ages wrap, which
+  delays those deadlines.
 
 Clear engine: wipes one bitmap word per cycle. Idle, it takes the first dirty slot in round-robin
 order after the last one it cleared and wipes its word 0 in the same cycle; a slot of E packets
 has ceil(E/word_bits) words; after the last one the slot is clean (at that edge).
+
+Storage: every decision in a cycle uses the state before its edge. Slot fields are registers (the
+packet path and the scanner may write two different slots in one cycle); the bitmap is a word
+memory (``rounds`` x ``words`` words of ``word_bits``) with the packet path's read-modify-write
+port, the clear engine's write port and the scanner's read port, never on the same slot at once.
 
 Reset: slots not live, not closed, dirty with E = e_max (the bitmap memory keeps its contents and
 the clear engine wipes every word), phase table = (tau 0, ``deadline``), counters zero.
