@@ -663,3 +663,30 @@ def test_parse_fields():
         "job": 5, "round": 300, "idx": 6, "cnt": 7, "phase": 3, "last": True, "retx": True, "length": 3}
     assert parse(raw[:wire.DBLP_HEADER_BYTES], wire.DBLP_HEADER_BYTES - 1, p) is None
     assert parse(raw, len(raw), p.replace(port=4791)) is None
+
+
+def test_reordered_round_closes_full_in_arrival_order():
+    rng = random.Random(4)
+    pkts = dblp_round(2, 77, 12)
+    rng.shuffle(pkts)
+    b = Bench(P())
+    b.send(*pkts)
+    b.run()
+    assert [e["idx"] for _, e in b.fwd] == [p[DBLP].idx for p in pkts] and b.kinds() == ["FULL"]
+
+
+def test_nack_back_pressure_holds_search_and_its_slot():
+    ready = [True, True, False]
+    b = Bench(P(rounds=4, retry_max=2), ready=lambda: tuple(ready))
+    configure(b, cfg(tau=0, deadline=20))
+    b.send(dblp_packet(round=1, idx=0, cnt=3))
+    b.run(30)                                                    # first NACK sits in the register
+    assert b.m.nack["missing"] == 1 and b.m.counters["nacks"] == 1 and b.m.search is None
+    b.run(40)                                                    # second deadline: search holds
+    assert b.m.search == (1, 0) and b.m.counters["nacks"] == 1 and b.m.slots[1].live
+    b.send(dblp_packet(round=1, idx=1, cnt=3), dblp_packet(round=1, idx=2, cnt=3))
+    out = b.step()
+    assert b.queue and not out.i_ready                           # round 1's packets wait meanwhile
+    ready[2] = True
+    b.run()
+    assert [n["retries"] for _, n in b.nacks] == [1, 2] and b.kinds() == ["FULL"]
