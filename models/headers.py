@@ -200,3 +200,56 @@ def mrc_packet(ev=0xC0DE_C000, da="fc00:0:1:2::", src="fd00::1", dst="fd00::2", 
 
 
 __all__ += ["IPv6", "UsidDA", "usid_address", "usid_parts", "ev_stripes", "ev_of", "mrc_packet"]
+
+# --- DBLP: bounded-loss round shim (SPEC section 4) ----------------------------------------------
+import random  # noqa: E402
+
+from models.wire import DBLP_PORT, DBLP_VERSION  # noqa: E402
+
+#: Source of ephemeral ports when a builder is given no ``rng`` (fixed seed: reproducible packets).
+_EPHEMERAL = random.Random(0xDB1)
+
+
+class DBLP(Packet):
+    """DBLP round shim: ver, flags (LAST, RETX, 2 reserved), phase, job, round, idx, cnt; then payload."""
+    name = "DBLP"
+    fields_desc = [
+        BitField("ver", DBLP_VERSION, 4), BitField("last", 0, 1), BitField("retx", 0, 1),
+        BitField("fresv", 0, 2), BitField("phase", 0, 4), BitField("resv", 0, 4),
+        ByteField("job", 0), ShortField("round", 0), ShortField("idx", 0), ShortField("cnt", 1),
+        ShortField("resv2", 0),
+    ]
+
+
+def bind_dblp(port=DBLP_PORT):
+    """Decode UDP packets to ``port`` as DBLP (``DBLP_PORT`` is bound on import)."""
+    bind_layers(UDP, DBLP, dport=port)
+
+
+bind_dblp()
+
+
+def dblp_packet(job=0, round=0, idx=0, cnt=1, phase=0, last=0, retx=0, payload=b"", sport=None,
+                port=DBLP_PORT, src="10.0.2.1", dst="10.0.3.1", rng=None, **fields):
+    """One chunk packet: Ethernet / IPv4 / UDP (ephemeral source port) / DBLP / payload.
+
+    ``sport`` None draws an ephemeral port (49152-65535) from ``rng`` (a ``random.Random``; a fixed
+    one when None); ``fields`` sets any other shim field (``ver``, ``fresv``, ``resv``, ``resv2``).
+    """
+    if sport is None:
+        sport = (rng or _EPHEMERAL).randrange(49152, 65536)
+    shim = dict(job=job, round=round, idx=idx, cnt=cnt, phase=phase, last=last, retx=retx)
+    shim.update(fields)
+    return (Ether(dst="02:00:00:00:03:01", src="02:00:00:00:02:01")
+            / IP(src=src, dst=dst, ttl=64)
+            / UDP(sport=sport, dport=port, chksum=0)
+            / DBLP(**shim) / Raw(payload))
+
+
+def dblp_round(job, round, cnt, phase=0, payload_bytes=8, rng=None, **kw):
+    """The ``cnt`` packets of one round in index order, LAST on the final one, payload = idx bytes."""
+    return [dblp_packet(job=job, round=round, idx=i, cnt=cnt, phase=phase, last=int(i == cnt - 1),
+                        payload=bytes([i & 0xFF]) * payload_bytes, rng=rng, **kw) for i in range(cnt)]
+
+
+__all__ += ["DBLP", "DBLP_PORT", "bind_dblp", "dblp_packet", "dblp_round"]

@@ -141,3 +141,19 @@ DSCP_TRIM_LAST = 48
 #: (so the BTH parses; the 4 bytes are the payload's first, not a valid ICRC: the DSCP says "trimmed").
 ICRC_BYTES = 4
 TRIM_LEN = MRC_HEADER_BYTES + ICRC_BYTES    # 118
+
+# --- DBLP: bounded-loss round shim after UDP (SPEC section 4) ----------------------------------------
+#: UDP destination port of DBLP packets (*chosen*: 0xBEE8 = 48872, in the IANA-unassigned block
+#: 48620-49150 next to INA's 0xBEE0, below the ephemeral range the senders' source ports use).
+DBLP_PORT = 0xBEE8
+DBLP_OFFSET = UDP_HEADER_END                # 42
+#: ver:4 flags:4 | phase:4 rsvd:4 | job:8 | round:16 | idx:16 | cnt:16 | rsvd:16
+DBLP_BYTES = 11
+#: Ethernet + IPv4 + UDP + DBLP shim: the payload starts at this byte.
+DBLP_HEADER_BYTES = DBLP_OFFSET + DBLP_BYTES    # 53
+#: ``struct`` format of the shim in wire order: ver/flags, phase/rsvd, job, round, idx, cnt, rsvd.
+DBLP_STRUCT = ">BBBHHHH"
+DBLP_VERSION = 1
+#: Flag bits of the low nibble of byte 0 (most significant first on the wire); the low two are reserved.
+DBLP_LAST, DBLP_RETX = 0x8, 0x4
+DBLP_FLAGS_RESV = 0x3
