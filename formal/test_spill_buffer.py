@@ -24,7 +24,7 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
 
 from formal.runner import prove
-from hdl.spill_buffer import COUNTERS, SpillBufferParams, SpillCore
+from hdl.spill_buffer import SpillBufferParams, SpillCore
 
 PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
               depth_bits=2, handle_bits=3, counter_bits=4)

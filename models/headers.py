@@ -3,10 +3,28 @@
 Ethernet, IPv4 and UDP are scapy's own; the RoCEv2 Base Transport Header is
 ``scapy.contrib.roce.BTH`` (bound to UDP port 4791, ICRC appended as its trailer).
 """
+import random
+import socket
+
 from scapy.contrib.roce import BTH, opcode
+from scapy.fields import (
+    BitField,
+    ByteField,
+    FieldListField,
+    IntField,
+    ShortField,
+    SignedIntField,
+    XIntField,
+    XLongField,
+    XShortField,
+)
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
-from scapy.packet import Raw
+from scapy.packet import Packet, Raw, bind_layers
+
+from models import wire
+from models.wire import DBLP_PORT, DBLP_VERSION, INA_PORT
 
 __all__ = ["Ether", "IP", "UDP", "BTH", "Raw", "roce_packet", "RC_SEND_ONLY", "RC_SEND_MIDDLE",
            "RC_SEND_LAST", "RC_WRITE_ONLY"]
@@ -28,11 +46,6 @@ def roce_packet(src="10.0.0.1", dst="10.0.0.2", sport=49152, qp=1, psn=0, op=RC_
 
 
 # --- INA: ATP-style in-network aggregation shim (SPEC section 3) ---------------------------------
-from scapy.fields import BitField, ByteField, FieldListField, ShortField, SignedIntField, XIntField
-from scapy.packet import Packet, bind_layers
-
-#: UDP destination port of INA packets; must equal ``hdl.headers.INA_PORT``.
-INA_PORT = 0xBEE0
 
 
 class INA(Packet):
@@ -68,16 +81,6 @@ __all__ += ["INA", "INA_PORT", "ina_packet"]
 
 
 # --- SDR-RDMA: RETH and ImmDt after the BTH (SPEC section 6) --------------------------------------
-from scapy.fields import IntField, XIntField, XLongField  # noqa: E402
-
-# --- MRC: IPv6-in-IPv6 with SRv6 uSID destination addresses, EV striping (SPEC section 5) -----------
-import socket  # noqa: E402
-
-from scapy.fields import XShortField  # noqa: E402
-from scapy.layers.inet6 import IPv6  # noqa: E402
-
-from models import wire  # noqa: E402
-
 
 class RETH(Packet):
     """RDMA Extended Transport Header (IBTA 9.3.3): virtual address, rkey, DMA length."""
@@ -139,6 +142,9 @@ def sdr_packet(msg, offset, gen=0, channel=0, user=0, qp_base=0x100, generations
 
 
 __all__ += ["RETH", "ImmDt", "sdr_imm", "sdr_packet"]
+
+
+# --- MRC: IPv6-in-IPv6 with SRv6 uSID destination addresses, EV striping (SPEC section 5) -----------
 
 class UsidDA(Packet):
     """An SRv6 uSID destination address (16 bytes): 32-bit locator, six 16-bit uSIDs (0 = end)."""
@@ -202,9 +208,6 @@ def mrc_packet(ev=0xC0DE_C000, da="fc00:0:1:2::", src="fd00::1", dst="fd00::2", 
 __all__ += ["IPv6", "UsidDA", "usid_address", "usid_parts", "ev_stripes", "ev_of", "mrc_packet"]
 
 # --- DBLP: bounded-loss round shim (SPEC section 4) ----------------------------------------------
-import random  # noqa: E402
-
-from models.wire import DBLP_PORT, DBLP_VERSION  # noqa: E402
 
 #: Source of ephemeral ports when a builder is given no ``rng`` (fixed seed: reproducible packets).
 _EPHEMERAL = random.Random(0xDB1)
