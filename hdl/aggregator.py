@@ -3,12 +3,12 @@ from amaranth.hdl import Array, Assert, Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.headers import (ETHERNET, ETHERTYPE_IPV4, INA, INA_HEADER_BYTES, INA_OFFSET, INA_PORT,
-                         IP_OFFSET, IPPROTO_UDP, IPV4, UDP, UDP_OFFSET, wire_bytes, wire_view)
+from hdl.headers import INA, UDP, wire_bytes, wire_view
 from hdl.packet import packet_signature
+from hdl.parse import Parser
 from models.aggregator import COUNTERS, POLICIES, AggregatorParams
 from models.params import check
-from models.wire import INT32_MAX, INT32_MIN
+from models.wire import INA_HEADER_BYTES, INA_OFFSET, INT32_MAX, INT32_MIN, UDP_OFFSET
 
 __all__ = ["Aggregator", "AggregatorParams", "COUNTERS", "POLICIES"]
 
@@ -102,18 +102,16 @@ class Aggregator(wiring.Component):
         m = Module()
         P, W, V = self.slots, self.workers, self.values
         beat, out = self.i.payload, self.o.payload
-        eth = wire_view(ETHERNET, beat.data, 0)
-        ip = wire_view(IPV4, beat.data, IP_OFFSET)
-        udp = wire_view(UDP, beat.data, UDP_OFFSET)
-        ina = wire_view(INA, beat.data, INA_OFFSET)
+        transfer = Signal()
+        m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready),
+                     transfer.eq(self.i.valid & self.i.ready)]
+        m.submodules.parser = parser = Parser(beat, transfer, header_bytes=INA_HEADER_BYTES, framing="flag")
+        ina = parser.ina
         pkt_values = [wire_bytes(beat.data, INA_HEADER_BYTES + 4 * v, 4).as_signed() for v in range(V)]
         out_udp = wire_view(UDP, out.data, UDP_OFFSET)
         out_ina = wire_view(INA, out.data, INA_OFFSET)
         out_values = [wire_bytes(out.data, INA_HEADER_BYTES + 4 * v, 4) for v in range(V)]
 
-        transfer = Signal()
-        m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready),
-                     transfer.eq(self.i.valid & self.i.ready)]
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
 
@@ -121,13 +119,12 @@ class Aggregator(wiring.Component):
         is_ina = Signal()
         exact = Signal()
         m.d.comb += [
-            is_ina.eq(beat.keep[UDP_OFFSET + 3] & (eth.type == ETHERTYPE_IPV4) & (ip.version == 4)
-                      & (ip.ihl == 5) & (ip.proto == IPPROTO_UDP) & (udp.dport == INA_PORT)),
+            is_ina.eq(beat.keep[UDP_OFFSET + 3] & parser.is_ipv4 & parser.is_ihl5 & parser.is_udp & parser.is_ina),
             exact.eq(beat.last & beat.keep[self.length - 1]
                      & (~beat.keep[self.length] if self.length < self.data_bytes else 1)),
         ]
-        in_packet = Signal()    # a multi-beat packet is in progress
-        drop_rest = Signal()    # ... and its remaining beats are dropped
+        in_packet = parser.inside   # a multi-beat packet is in progress
+        drop_rest = Signal()        # ... and its remaining beats are dropped
         flags_ok = (ina.overflow == 0) & (ina.collision == 0) & (ina.evict == 0) & (ina.result == 0) \
             & (ina.resv == 0)
         header_ok = Signal()
@@ -174,7 +171,7 @@ class Aggregator(wiring.Component):
         from_shadow = Signal()  # resent answered from the shadow copy
         add = Signal()          # add into the owned slot
         claim = Signal()        # (re)initialise the slot from the packet
-        with m.If(~beat.first):
+        with m.If(~parser.first):
             m.d.comb += forward.eq(in_packet & ~drop_rest)
             m.d.comb += ev["malformed"].eq(~in_packet)
         with m.Elif(~is_ina):
@@ -215,12 +212,9 @@ class Aggregator(wiring.Component):
             with m.Else():
                 m.d.comb += ev["consumed"].eq(1)
 
-        # --- beat framing state ---
-        with m.If(transfer):
-            with m.If(beat.first):
-                m.d.sync += [in_packet.eq(~beat.last), drop_rest.eq(is_ina)]
-            with m.Elif(beat.last):
-                m.d.sync += in_packet.eq(0)
+        # --- beat framing state (the parser tracks in_packet) ---
+        with m.If(transfer & parser.first):
+            m.d.sync += drop_rest.eq(is_ina)
 
         # --- counters ---
         for name in COUNTERS:

@@ -3,24 +3,49 @@
 Fields are declared in wire order; each layout is built in reverse, because ``data.Struct`` lays
 fields out from bit 0 upward while the wire is big-endian. A header is read by byte-reversing its
 bytes of the beat (``wire_view``) so that every field holds its value in network byte order.
+Offsets and constants come from ``models.wire``; at import each layout's size and the position of
+every field ``models.wire`` names are checked against it (``ValueError`` if they differ).
 ``testbenches/test_headers.py`` proves each layout equal to the scapy layer of the same name.
 """
 from amaranth.hdl import Cat, Value
 from amaranth.lib import data
 
+from models import wire
+from models.wire import (
+    BTH_OFFSET,
+    ETH_OFFSET,
+    ETHERTYPE_IPV4,
+    INA_HEADER_BYTES,
+    INA_OFFSET,
+    INA_PORT,
+    IP_OFFSET,
+    IPPROTO_UDP,
+    ROCE_HEADER_BYTES,
+    ROCEV2_PORT,
+    UDP_OFFSET,
+)
+
 __all__ = [
-    "wire_layout", "wire_view", "wire_bytes",
-    "ETHERNET", "IPV4", "UDP", "BTH",
-    "ETH_OFFSET", "IP_OFFSET", "UDP_OFFSET", "BTH_OFFSET", "ROCE_HEADER_BYTES",
-    "ETHERTYPE_IPV4", "IPPROTO_UDP", "ROCEV2_PORT",
+    "wire_layout", "wire_view", "wire_bytes", "wire_bit",
+    "ETHERNET", "IPV4", "UDP", "BTH", "INA",
+    "ETH_OFFSET", "IP_OFFSET", "UDP_OFFSET", "BTH_OFFSET", "INA_OFFSET",
+    "ROCE_HEADER_BYTES", "INA_HEADER_BYTES",
+    "ETHERTYPE_IPV4", "IPPROTO_UDP", "ROCEV2_PORT", "INA_PORT",
 ]
 
 
 def wire_layout(*fields):
     """``StructLayout`` of a header given its ``(name, width)`` fields in wire order."""
     layout = data.StructLayout(dict(reversed(fields)))
-    assert layout.size % 8 == 0, "a header is a whole number of bytes"
+    if layout.size % 8:
+        raise ValueError(f"wire_layout: fields of {layout.size} bits are not a whole number of bytes")
     return layout
+
+
+def wire_bit(layout, name):
+    """Bit of the header where field ``name`` starts on the wire (0 = most significant bit of byte 0)."""
+    field = layout[name]
+    return layout.size - field.offset - field.width
 
 
 def wire_bytes(value, offset, length):
@@ -49,32 +74,40 @@ BTH = wire_layout(
     ("pkey", 16), ("fecn", 1), ("becn", 1), ("resv6", 6), ("dqpn", 24),
     ("ackreq", 1), ("resv7", 7), ("psn", 24))
 
-ETH_OFFSET = 0
-IP_OFFSET = ETH_OFFSET + ETHERNET.size // 8
-UDP_OFFSET = IP_OFFSET + IPV4.size // 8
-BTH_OFFSET = UDP_OFFSET + UDP.size // 8
-#: Ethernet + IPv4 (no options) + UDP + BTH: 54 bytes, inside the first beat of a 64-byte bus.
-ROCE_HEADER_BYTES = BTH_OFFSET + BTH.size // 8
-
-ETHERTYPE_IPV4 = 0x0800
-IPPROTO_UDP = 17
-ROCEV2_PORT = 4791
-
-
-# --- INA: ATP-style in-network aggregation shim (SPEC section 3) ---------------------------------
-
-#: INA header after Ethernet/IPv4/UDP: ATP's bitmap, fan-in, flags, job+seq and aggregator index,
-#: plus (*chosen*) the ``evict`` and ``result`` flags, two reserved bits and an 8-bit ESA priority.
-#: ``values`` signed big-endian int32 follow the header.
+#: INA (ATP-style aggregation shim, SPEC section 3) after Ethernet/IPv4/UDP: ATP's bitmap, fan-in,
+#: flags, job+seq and aggregator index, plus (*chosen*) the ``evict`` and ``result`` flags, two
+#: reserved bits and an 8-bit ESA priority. ``values`` signed big-endian int32 follow the header.
 INA = wire_layout(
     ("bitmap", 32), ("fanin", 8),
     ("overflow", 1), ("resend", 1), ("collision", 1), ("ack", 1), ("evict", 1), ("result", 1),
     ("resv", 2),
     ("jobseq", 32), ("index", 16), ("priority", 8))
-INA_OFFSET = UDP_OFFSET + UDP.size // 8
-#: Ethernet + IPv4 + UDP + INA header: the int32 values start at this byte.
-INA_HEADER_BYTES = INA_OFFSET + INA.size // 8
-#: UDP destination port of INA packets (*chosen*: 48864 = 0xBEE0, the port SwitchML uses).
-INA_PORT = 0xBEE0
 
-__all__ += ["INA", "INA_OFFSET", "INA_HEADER_BYTES", "INA_PORT"]
+
+def _check(name, layout, offset, size, fields):
+    """``layout`` is ``size`` bytes; each of ``fields`` (name -> wire bit in the packet) is where it starts."""
+    if layout.size != 8 * size:
+        raise ValueError(f"hdl.headers.{name} is {layout.size // 8} bytes, models.wire says {size}")
+    for field, at in fields.items():
+        if 8 * offset + wire_bit(layout, field) != at:
+            raise ValueError(f"hdl.headers.{name}.{field} starts at bit {8 * offset + wire_bit(layout, field)} "
+                             f"of the packet, models.wire says {at}")
+
+
+def _flag(mask):
+    """Wire bit, in the packet, of the first bit of ``mask`` in the INA flags byte (byte 5)."""
+    return 8 * (INA_OFFSET + 5) + 8 - mask.bit_length()
+
+
+_check("ETHERNET", ETHERNET, ETH_OFFSET, wire.ETH_BYTES, {"type": 8 * wire.ETHERTYPE_AT})
+_check("IPV4", IPV4, IP_OFFSET, wire.IPV4_BYTES,
+       {"version": 8 * wire.IP_VERSION_IHL_AT, "tos": 8 * wire.IP_TOS_AT, "proto": 8 * wire.IP_PROTO_AT,
+        "chksum": 8 * wire.IP_CHECKSUM_AT, "src": 8 * wire.IP_SRC_AT})
+_check("UDP", UDP, UDP_OFFSET, wire.UDP_BYTES,
+       {"sport": 8 * wire.UDP_SPORT_AT, "dport": 8 * wire.UDP_DPORT_AT, "chksum": 8 * wire.UDP_CHECKSUM_AT})
+# BTH_DQPN_AT is the 32-bit word of a reserved byte and the 24-bit QP.
+_check("BTH", BTH, BTH_OFFSET, wire.BTH_BYTES, {"opcode": 8 * wire.BTH_OPCODE_AT, "dqpn": 8 * wire.BTH_DQPN_AT + 8})
+_check("INA", INA, INA_OFFSET, wire.INA_BYTES,
+       {"index": 8 * wire.INA_INDEX_AT, "overflow": _flag(wire.INA_OVERFLOW), "resend": _flag(wire.INA_RESEND),
+        "collision": _flag(wire.INA_COLLISION), "ack": _flag(wire.INA_ACK), "evict": _flag(wire.INA_EVICT),
+        "result": _flag(wire.INA_RESULT), "resv": _flag(wire.INA_RESV_MASK)})

@@ -1,14 +1,13 @@
 """Symphony progress register file (SPEC section 2)."""
-from amaranth.hdl import Assert, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.headers import (BTH, BTH_OFFSET, ETHERNET, ETHERTYPE_IPV4, IP_OFFSET, IPPROTO_UDP, IPV4,
-                         ROCE_HEADER_BYTES, ROCEV2_PORT, UDP, UDP_OFFSET, wire_view)
 from hdl.packet import packet_signature
+from hdl.parse import Parser
 from models.params import check
 from models.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfileParams
-from models.wire import ECN_CE, LAST_OPCODES
+from models.wire import ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT, LAST_OPCODES, ROCE_HEADER_BYTES, UDP_OFFSET
 
 __all__ = ["ProgressRegfile", "ProgressRegfileParams", "COUNTERS", "OP_INSTALL", "OP_REMOVE",
            "OP_JOB", "LAST_OPCODES", "config_layout"]
@@ -94,25 +93,20 @@ class ProgressRegfile(wiring.Component):
 
         # Parse beat 0.
         beat = self.i.payload
-        inside = Signal()                       # beats of a packet already went through
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += inside.eq(~beat.last)
-        first = self.i.valid & ~inside
-        m.d.comb += self.first.eq(~inside)
-        eth = wire_view(ETHERNET, beat.data, 0)
-        ip = wire_view(IPV4, beat.data, IP_OFFSET)
-        udp = wire_view(UDP, beat.data, UDP_OFFSET)
-        bth = wire_view(BTH, beat.data, BTH_OFFSET)
-        length = Signal(range(self.data_bytes + 1))
-        m.d.comb += length.eq(sum(beat.keep[k] for k in range(self.data_bytes)))
+        load = ~self.o.valid | self.o.ready
+        m.d.comb += [self.cfg.ready.eq(load), self.i.ready.eq(load & ~self.cfg.valid)]
+        accept = self.i.valid & self.i.ready
+        m.submodules.parser = parser = Parser(beat, accept, header_bytes=ROCE_HEADER_BYTES)
+        first = self.i.valid & parser.first
+        m.d.comb += self.first.eq(parser.first)
+        ip, bth, length = parser.ip, parser.bth, parser.count
         ipv4_udp, malformed, roce = Signal(), Signal(), Signal()
         short = beat.last & (length < UDP_OFFSET + 4)
         m.d.comb += [
-            ipv4_udp.eq((length >= IP_OFFSET + 10) & (eth.type == ETHERTYPE_IPV4) & (ip.version == 4) &
-                        (ip.proto == IPPROTO_UDP)),
-            malformed.eq(ipv4_udp & ((ip.ihl != 5) | short |
-                                     (udp.dport == ROCEV2_PORT) & beat.last & (length < ROCE_HEADER_BYTES))),
-            roce.eq(ipv4_udp & ~malformed & (udp.dport == ROCEV2_PORT)),
+            ipv4_udp.eq((length >= IP_OFFSET + 10) & parser.is_ipv4 & parser.is_udp),
+            malformed.eq(ipv4_udp & (~parser.is_ihl5 | short |
+                                     parser.is_roce & beat.last & (length < ROCE_HEADER_BYTES))),
+            roce.eq(ipv4_udp & ~malformed & parser.is_roce),
         ]
 
         # Look up the flow, its job row and settings (comb read ports: decided this cycle).
@@ -123,9 +117,6 @@ class ProgressRegfile(wiring.Component):
         m.d.comb += [row_read.addr.eq(entry.job), set_read.addr.eq(entry.job)]
         row, setting = row_read.data, set_read.data
 
-        load = ~self.o.valid | self.o.ready
-        m.d.comb += [self.cfg.ready.eq(load), self.i.ready.eq(load & ~self.cfg.valid)]
-        accept = self.i.valid & self.i.ready
         m.d.comb += self.decide.eq(accept & first & known)
 
         # Update the flow's position in its job row; the row's new minimum.
@@ -182,9 +173,9 @@ class ProgressRegfile(wiring.Component):
             total = (total & 0xFFFF) + (total >> 16)
             chksum = ~total[:16]
             m.d.comb += [
-                out.data[8 * (IP_OFFSET + 1):8 * (IP_OFFSET + 2)].eq(ip.tos | ECN_CE),
-                out.data[8 * (IP_OFFSET + 10):8 * (IP_OFFSET + 11)].eq(chksum[8:16]),
-                out.data[8 * (IP_OFFSET + 11):8 * (IP_OFFSET + 12)].eq(chksum[0:8]),
+                out.data[8 * IP_TOS_AT:8 * (IP_TOS_AT + 1)].eq(ip.tos | ECN_CE),
+                out.data[8 * IP_CHECKSUM_AT:8 * (IP_CHECKSUM_AT + 1)].eq(chksum[8:16]),
+                out.data[8 * (IP_CHECKSUM_AT + 1):8 * (IP_CHECKSUM_AT + 2)].eq(chksum[0:8]),
             ]
         with m.If(load):
             m.d.sync += [self.o.valid.eq(accept), self.o.payload.eq(out)]

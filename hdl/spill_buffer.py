@@ -3,8 +3,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl.headers import ETHERNET, ETHERTYPE_IPV4, IP_OFFSET, IPPROTO_UDP, IPV4, UDP, UDP_OFFSET, wire_view
 from hdl.packet import packet_signature
+from hdl.parse import Parser
 from models.params import check
 from models.spill_buffer import COUNTERS, MIN_LENGTH, SpillBufferParams
 
@@ -211,22 +211,8 @@ class SpillBuffer(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         beat = self.i.payload
-        inside = Signal()                       # a beat of this packet was already accepted
-        length = Signal(16)                     # bytes accepted so far
-        header = Signal(8 * MIN_LENGTH)         # the first MIN_LENGTH bytes of the packet
-        count = Signal(range(self.data_bytes + 1))
-        m.d.comb += count.eq(sum(beat.keep[k] for k in range(self.data_bytes)))
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [inside.eq(~beat.last), length.eq(Mux(inside, length, 0) + count)]
-            with m.If(~inside):
-                m.d.sync += header.eq(beat.data[:8 * MIN_LENGTH])
-        first = Signal(8 * MIN_LENGTH)          # the header bytes of the packet ending now
-        m.d.comb += first.eq(Mux(inside, header, beat.data[:8 * MIN_LENGTH]))
-        eth = wire_view(ETHERNET, first, 0)
-        ip = wire_view(IPV4, first, IP_OFFSET)
-        udp = wire_view(UDP, first, UDP_OFFSET)
-        total = Signal(16)
-        m.d.comb += total.eq(Mux(inside, length, 0) + count)
+        m.submodules.parser = parser = Parser(beat, self.i.valid & self.i.ready, header_bytes=MIN_LENGTH, hold=True)
+        ip, udp, total = parser.ip, parser.udp, parser.length
         key = Cat(udp.dport, udp.sport, ip.proto, ip.dst, ip.src)
         bits = (self.flows - 1).bit_length()
         fold = Const(0, bits)
@@ -242,8 +228,7 @@ class SpillBuffer(wiring.Component):
             core.d.payload.port.eq(beat.meta.port),
             core.d.payload.length.eq(total),
             core.d.payload.flow.eq(fold),
-            core.d.payload.malformed.eq((total < MIN_LENGTH) | (eth.type != ETHERTYPE_IPV4) |
-                                        (ip.version != 4) | (ip.ihl != 5) | (ip.proto != IPPROTO_UDP)),
+            core.d.payload.malformed.eq((total < MIN_LENGTH) | ~(parser.is_ipv4 & parser.is_ihl5 & parser.is_udp)),
             self.i.ready.eq(~beat.last | core.d.ready),
             core.qdepth.eq(self.qdepth),
         ]
