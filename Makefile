@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml tools/setup.sh
 
 ## Default simulation: Spillway under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest -q -rA testbenches/test_spill_buffer.py -k "random_traffic and flow"
-	@echo "waveform, pcaps and log: build/spill_buffer/*-vcd/random_traffic/"
+	WAVES=1 $(PY) -m pytest testbenches/test_spill_buffer.py -k "random_traffic and flow"
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
 ## The whole suite: cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
@@ -28,7 +27,7 @@ formal: setup
 
 ## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
 scenarios: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup scenarios
+	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios
 	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
 
 verilog: setup
