@@ -76,7 +76,8 @@ def _sim_table(write, rows):
         counters = ", ".join(f"{k} {v}" for k, v in r.get("counters", {}).items()) or "-"
         artefacts = r.get("artefacts", {})
         write(f"    counters: {counters}")
-        write(f"    waveform: {_short(artefacts.get('waveform')) if artefacts.get('waveform') else '- (WAVES=1 keeps one)'}")
+        wave = artefacts.get("waveform")
+        write(f"    waveform: {_short(wave) if wave else '- (WAVES=1 keeps one)'}")
         pcaps = [Path(p) for p in artefacts.get("pcaps", [])]
         where = f" in {_short(pcaps[0].parent)}/" if pcaps and len({p.parent for p in pcaps}) == 1 else ""
         names = [p.name if where else _short(p) for p in pcaps]

@@ -118,7 +118,8 @@ def simulate(throttle, seed):
                 events[cycle + RTT].append(("cnp", f, None))
             out = beats_of(result, {"port": 0}, PARAMS.data_bytes)[0]
             link.append(f)
-            inputs.update({"i__valid": 1, "i__payload": tb.pack(layout, beats_of(raw, {"port": 0}, PARAMS.data_bytes)[0])})
+            beat = beats_of(raw, {"port": 0}, PARAMS.data_bytes)[0]
+            inputs.update({"i__valid": 1, "i__payload": tb.pack(layout, beat)})
             expected["i__ready"] = 1
         record.append((inputs, expected))
         if link and cycle >= served_at:

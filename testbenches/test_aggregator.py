@@ -317,7 +317,8 @@ async def duplicates(dut):
     t.ps = PS(rounds, ack=False)
     a, b, c = rounds
     # a: plain duplicates while aggregating, then completion, then a retransmission after it
-    t.send(a.packet(0)); t.send(a.packet(0)); t.send(a.packet(1)); t.send(a.packet(1))
+    for w in (0, 0, 1, 1):
+        t.send(a.packet(w))
     for w in range(2, W):
         t.send(a.packet(w))
     t.send(a.packet(0, resend=1))         # answered with the complete result, not re-added
@@ -328,12 +329,15 @@ async def duplicates(dut):
     if policy == "atp":                   # the ACK frees the slot, then b can claim it
         t.send(ina_packet(0, a.jobseq, 0, [0] * V, fanin=W, ack=1))
     # b: a retransmission of a bit already in the slot flushes the partial; the PS dedups the rest
-    t.send(b.packet(0)); t.send(b.packet(1)); t.send(b.packet(1, resend=1)); t.send(b.packet(0, resend=1))
+    for packet in (b.packet(0), b.packet(1), b.packet(1, resend=1), b.packet(0, resend=1)):
+        t.send(packet)
     await t.drain()
     assert t.model.counters["flushed"] == 1
     await t.flush_rounds()
     # c: retransmission of a bit not yet in the slot goes to the PS and is not added
-    t.send(c.packet(0)); t.send(c.packet(1, resend=1)); t.send(c.packet(1, resend=1))
+    t.send(c.packet(0))
+    for _ in range(2):
+        t.send(c.packet(1, resend=1))
     await t.drain()
     await t.flush_rounds()
     t.ps.check_complete()

@@ -69,9 +69,11 @@ class TB(tb.BlockTB):
             i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd)
             where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
             if i_valid:
-                assert bool(dut.i__ready.value) == i_ready, f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
+                assert bool(dut.i__ready.value) == i_ready, \
+                    f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
             if cmd is not None:
-                assert bool(dut.cfg__ready.value) == cfg_ready, f"{where}: cfg.ready {int(dut.cfg__ready.value)}, model {cfg_ready}"
+                assert bool(dut.cfg__ready.value) == cfg_ready, \
+                    f"{where}: cfg.ready {int(dut.cfg__ready.value)}, model {cfg_ready}"
             assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
             if o_valid:
                 beat = tb.unpack(layout, dut.o__payload.value.to_unsigned())

@@ -66,7 +66,8 @@ class TB(tb.BlockTB):
             i_ready, m_valid, m_payload = self.model.step(beat, depth, o_ready)
             where = f"cycle {self.cycle}, qdepth {depth}"
             if i_valid:
-                assert bool(dut.i__ready.value) == i_ready, f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
+                assert bool(dut.i__ready.value) == i_ready, \
+                    f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
                 if i_ready and beat["last"]:
                     self.accepts.append(self.cycle)
             assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
@@ -213,7 +214,8 @@ async def line_rate(dut):
         t.send(packet(pool[n % 8], n), n % t.ports)
     await t.drain()
     assert t.counters()["forwarded"] == count
-    assert t.accepts[-1] - t.accepts[0] == count - 1, f"{count} packets entered in {t.accepts[-1] - t.accepts[0] + 1} cycles"
+    assert t.accepts[-1] - t.accepts[0] == count - 1, \
+        f"{count} packets entered in {t.accepts[-1] - t.accepts[0] + 1} cycles"
     assert t.emits[-1] - t.emits[0] == count - 1, f"{count} descriptors left in {t.emits[-1] - t.emits[0] + 1} cycles"
     t.check("line_rate")
 
