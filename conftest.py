@@ -117,5 +117,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if seed is None or not (sims or terminalreporter.stats.get("failed")):
         return
     write(f"innet: traffic seed {seed} ({_how_seeded()}); replay the run: INNET_SEED={seed} make test")
-    for report in terminalreporter.stats.get("failed", []):
-        write(f"  replay one test: INNET_SEED={seed} .venv/bin/python -m pytest '{report.nodeid}'")
+    single = [nodeid for nodeid, _, _ in sims] if len(sims) <= SIM_TABLE_ROWS else []
+    for nodeid in single + [r.nodeid for r in terminalreporter.stats.get("failed", []) if r.nodeid not in single]:
+        write(f"  replay one test: INNET_SEED={seed} .venv/bin/python -m pytest '{nodeid}'")
