@@ -20,8 +20,7 @@ $(STAMP): pyproject.toml tools/setup.sh
 
 ## Default simulation: Spillway under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest -q -rA testbenches/test_spill_buffer.py -k "random_traffic and flow" $(PYTEST_ARGS)
-	@echo "waveform, pcaps and log: build/spill_buffer/*-vcd/random_traffic/"
+	WAVES=1 $(PY) -m pytest testbenches/test_spill_buffer.py -k "random_traffic and flow" $(PYTEST_ARGS)
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
@@ -37,7 +36,7 @@ formal: setup
 
 ## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
 scenarios: setup
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
+	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
 	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
 
 ## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v

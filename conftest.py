@@ -1,8 +1,27 @@
-"""pytest: check the toolchain once, and stop with one clear line when a tool is missing."""
+"""pytest: check the toolchain and the environment once (one clear line when something is wrong),
+draw the run's traffic seed, and print what the tests attached (``innet`` user properties) at the end."""
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
 import pytest
 
 from formal import runner as formal_runner
 from testbenches import runner
+
+ROOT = Path(__file__).resolve().parent
+#: At most this many simulation runs get a table of their own; more get a count per block.
+SIM_TABLE_ROWS = 4
+
+
+def pytest_configure(config):
+    try:
+        runner.waves()
+        seed = runner.traffic_seed()            # drawn once here; xdist workers inherit INNET_RUN_SEED
+    except ValueError as error:
+        pytest.exit(f"innet: {error}", returncode=4)
+    config.innet_seed = seed
 
 
 def pytest_sessionstart(session):
@@ -11,3 +30,93 @@ def pytest_sessionstart(session):
         formal_runner.tools()
     except (runner.ToolMissing, formal_runner.ToolMissing) as error:
         pytest.exit(f"innet: {error}", returncode=3)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        reporter.write_line(f"innet: traffic seed {session.config.innet_seed} ({_how_seeded()})")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """``innet`` properties as plain JSON (they travel through pytest-xdist)."""
+    outcome = yield
+    report = outcome.get_result()
+    report.user_properties = [(name, json.loads(json.dumps(value, default=str)) if name == "innet" else value)
+                              for name, value in report.user_properties]
+
+
+def _how_seeded():
+    return "from INNET_SEED" if os.environ.get("INNET_SEED", "").strip() else "drawn for this run"
+
+
+def _short(path):
+    if not path:
+        return "-"
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _innet(reporter):
+    """(nodeid, outcome, property dict) of every test report carrying an ``innet`` property."""
+    found = []
+    for reports in reporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == "innet" and isinstance(value, dict):
+                    found.append((report.nodeid, report.outcome, value))
+    return sorted(found, key=lambda item: item[0])
+
+
+def _sim_table(write, rows):
+    write(f"simulation runs ({len(rows)})")
+    for nodeid, _, r in rows:
+        case = nodeid.rsplit("[", 1)[-1].rstrip("]") if "[" in nodeid else r["test"]
+        write(f"  {r['block']} [{case}]  seed {r['seed']}  cycles {r['cycles']:,}")
+        counters = ", ".join(f"{k} {v}" for k, v in r.get("counters", {}).items()) or "-"
+        artefacts = r.get("artefacts", {})
+        write(f"    counters: {counters}")
+        wave = artefacts.get("waveform")
+        write(f"    waveform: {_short(wave) if wave else '- (WAVES=1 keeps one)'}")
+        pcaps = [Path(p) for p in artefacts.get("pcaps", [])]
+        where = f" in {_short(pcaps[0].parent)}/" if pcaps and len({p.parent for p in pcaps}) == 1 else ""
+        names = [p.name if where else _short(p) for p in pcaps]
+        write(f"    pcaps:    {', '.join(names) or '-'}{where} (timestamps: simulation ns)")
+        write(f"    log:      {_short(artefacts.get('log'))}")
+
+
+def _sim_counts(write, rows):
+    blocks = defaultdict(lambda: [0, 0])
+    for _, _, r in rows:
+        blocks[r["block"]][0] += 1
+        blocks[r["block"]][1] += r.get("cycles", 0)
+    write(f"simulation runs ({len(rows)}; logs, pcaps and waveforms under build/<block>/<params>/<test>/)")
+    for block, (runs, cycles) in sorted(blocks.items()):
+        write(f"  {block:<24} {runs:>3} runs {cycles:>12,} cycles")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    found = _innet(terminalreporter)
+    write = terminalreporter.write_line
+    if found:
+        terminalreporter.section("innet")
+    sims = [item for item in found if item[2].get("kind") == "sim"]
+    if sims:
+        (_sim_table if len(sims) <= SIM_TABLE_ROWS else _sim_counts)(write, sims)
+    for _, _, r in (item for item in found if item[2].get("kind") == "scenario"):
+        write(f"scenario {r['name']} (seed {r.get('seed', '-')}): {r['headline']}")
+        if r.get("files"):
+            write(f"    files: {', '.join(_short(f) for f in r['files'])}")
+    for _, outcome, r in (item for item in found if item[2].get("kind") == "formal"):
+        properties = r.get("properties", [])
+        write(f"formal {r['name']}: {r.get('mode', '-')} depth {r.get('depth', '-')}, "
+              f"{float(r.get('seconds', 0)):.1f} s, {len(properties)} properties ({outcome})")
+        for message in properties:
+            write(f"    {message}")
+    seed = getattr(config, "innet_seed", None)
+    if seed is None or not (sims or terminalreporter.stats.get("failed")):
+        return
+    write(f"innet: traffic seed {seed} ({_how_seeded()}); replay the run: INNET_SEED={seed} make test")
+    single = [nodeid for nodeid, _, _ in sims] if len(sims) <= SIM_TABLE_ROWS else []
+    for nodeid in single + [r.nodeid for r in terminalreporter.stats.get("failed", []) if r.nodeid not in single]:
+        write(f"  replay one test: INNET_SEED={seed} .venv/bin/python -m pytest '{nodeid}'")

@@ -49,7 +49,8 @@ async def replay(dut, cycles, name):
 
     Each cycle is ``(inputs, expected)``: port name -> integer value to drive, and port name ->
     integer value the golden model produced in that cycle (ports absent from ``expected`` are not
-    compared in that cycle). Fails on the first difference, naming the cycle.
+    compared in that cycle). Fails on the first difference, naming the cycle. Returns the simulation
+    time (ns) of each cycle's clock edge.
     """
     from cocotb.triggers import RisingEdge
 
@@ -60,13 +61,15 @@ async def replay(dut, cycles, name):
         getattr(dut, port).value = 0
     await tb.reset(dut, 3)
     edge = RisingEdge(dut.clk)
-    handles = {}
+    handles, times = {}, []
     for cycle, (inputs, expected) in enumerate(cycles):
         for port, value in inputs.items():
             getattr(dut, port).value = value
         await edge
+        times.append(tb.now())
         for port, value in expected.items():
             if port not in handles:
                 handles[port] = getattr(dut, port)
             actual = int(handles[port].value)
             assert actual == value, f"{name}: cycle {cycle}: {port} = {actual:#x}, model {value:#x}"
+    return times

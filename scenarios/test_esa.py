@@ -23,7 +23,7 @@ from hdl.packet import beat_layout
 from models.aggregator import AggregatorModel
 from models.headers import INA, Ether
 from models.packet import beats_of
-from scenarios.common import figure, write_csv
+from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
 from tools.agg_measure import IN_PORT, ClosedLoop, simulate
 
@@ -37,7 +37,7 @@ MAX_CYCLES = 1000 * TRACE["rounds"]
 
 def seed():
     """The trace's seed: ``INNET_SEED`` if set, else 1 (the run reported in the README)."""
-    return int(os.environ.get("INNET_SEED") or 1)
+    return runner.traffic_seed(default=1)
 
 
 def config():
@@ -55,8 +55,7 @@ async def esa(dut):
     """The policy's closed loop with the RTL as the switch, checked against the model each cycle."""
     params = tb.params()
     policy, width, slots = params.policy, params.data_bytes, params.slots
-    cocotb.log.info("trace seed %d (reproduce with INNET_SEED=%d)", seed(), seed())
-    loop = ClosedLoop(policy, seed(), **config())
+    loop = ClosedLoop(policy, tb.seed(), **config())
     model = AggregatorModel(params)
     board = tb.Scoreboard(f"aggregator[{policy}]")
     layout = beat_layout(width)
@@ -75,8 +74,9 @@ async def esa(dut):
         dut.i__valid.value = int(raw is not None)
         if raw is not None:
             dut.i__payload.value = tb.pack(layout, beats_of(raw, {"port": IN_PORT}, width)[0])
-            sent.append(raw)
         await edge                      # values read now are those of the cycle that just ended
+        if raw is not None:
+            sent.append(tb.Frame(tb.now(), raw))
         assert raw is None or dut.i__ready.value, f"{policy}: cycle {loop.cycle}: input not taken"
         outputs = []
         if dut.o__valid.value:
@@ -85,7 +85,7 @@ async def esa(dut):
             outputs.append((beat["data"].to_bytes(width, "little")[:beat["keep"].bit_length()], beat["meta"]))
         for item in outputs:
             board.check(item)
-            out.append(item[0])
+            out.append(tb.Frame(tb.now(), item[0]))
             h = Ether(item[0])[INA]
             owner = h.jobseq >> 16          # evicted by another job's packet: preempted
             collisions[owner] += h.collision
@@ -116,13 +116,14 @@ async def esa(dut):
         "learned": [[j, r, v] for (j, r), v in sorted(loop.learned.items())]}))
 
 
-def test_esa():
+def test_esa(record_property):
     """All policies finish every round with numpy's sums; ESA's mean completion is no worse than ATP's."""
-    results = {}
+    results, pcaps = {}, []
     for policy in POLICIES:
-        test_dir = runner.run(Aggregator, PARAMS.replace(policy=policy), "scenarios.test_esa", "esa",
-                              block="scenario_esa", env={"INNET_SCALE": str(SCALE)})
-        results[policy] = json.loads((test_dir / "result.json").read_text(), object_hook=int_keys)
+        run = runner.run(Aggregator, PARAMS.replace(policy=policy), "scenarios.test_esa", "esa",
+                         block="scenario_esa", env={"INNET_SCALE": str(SCALE)}, seed=seed())
+        results[policy] = json.loads((run / "result.json").read_text(), object_hook=int_keys)
+        pcaps += run["artefacts"]["pcaps"]
     jobs, rounds = TRACE["jobs"], TRACE["rounds"]
     reference = ClosedLoop("esa", seed(), **config())      # the workers' gradients (numpy)
     for policy, r in results.items():
@@ -166,10 +167,14 @@ def test_esa():
         usage.set(ylabel="fraction of slot-cycles", title="slot utilisation")
         usage.legend()
 
+    lines = []
     for policy, r in results.items():
         s = r["stats"]
-        print(f"{policy}: mean completion {mean[policy]:.1f}, held {s['held']:.3f}, aggregating "
-              f"{s['aggregating']:.3f}, collisions {s['collision']}, preempted {s['preempted']}")
+        lines.append(f"{policy}: mean completion {mean[policy]:.1f}, held {s['held']:.3f}, aggregating "
+                     f"{s['aggregating']:.3f}, collisions {s['collision']}, preempted {s['preempted']}")
+        print(lines[-1])
+    record_property("innet", {"kind": "scenario", "name": "esa", "seed": seed(), "headline": "; ".join(lines),
+                              "files": [OUT / "esa.csv", OUT / "esa.png", *pcaps]})
     assert mean["esa"] <= mean["atp"], f"ESA's mean completion {mean['esa']} is worse than ATP's {mean['atp']}"
 
 

@@ -11,7 +11,8 @@ egress port 0, which sends one packet every ``SERVICE`` cycles from a queue of `
 
 The closed loop runs on the golden model (cycle-accurate); every cycle's inputs and outputs are
 recorded and the RTL replays them under Verilator, so each decision the loop used is checked
-against the RTL. Output: ``build/scenarios/spillway.csv`` (per mode and flow) and ``.png``.
+against the RTL. Output: ``build/scenarios/spillway.csv`` (per mode and flow) and ``.png``. The flow
+start offsets come from the run's traffic seed (``INNET_SEED`` replays them).
 """
 import collections
 import json
@@ -26,7 +27,7 @@ from hdl.spill_buffer import SpillBuffer, SpillBufferParams, descriptor_layout
 from models.headers import roce_packet
 from models.packet import beats_of
 from models.spill_buffer import SpillBufferModel
-from scenarios.common import figure, replay, write_csv
+from scenarios.common import OUT, figure, replay, write_csv
 from testbenches import runner, tb
 
 PARAMS = SpillBufferParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
@@ -68,7 +69,7 @@ def simulate(spill, seed):
     ingress = collections.deque()               # packets at the switch input (one per cycle)
     queue = collections.deque()                 # egress port 0
     handles = []                                # handle -> (sender, psn)
-    series, record, frames = [], [], []
+    series, record, frames = [], [], []        # frames: (recorded cycle, ingress frame)
     served_at = 0
     cycle = 0
     while cycle < MAX_CYCLES and not all(s.done is not None for s in senders):
@@ -127,7 +128,7 @@ def simulate(spill, seed):
             if head is not None and i_ready:
                 ingress.popleft()
                 handles.append(head)
-                frames.append(frame)
+                frames.append((len(record), frame))
                 if model.counters["spill_overflow"] > before:
                     head[0].dropped += 1
             record.append((inputs, expected))
@@ -148,17 +149,17 @@ async def spillway(dut):
     """The closed loop with the spill buffer, replayed on the RTL cycle by cycle."""
     seed = tb.seed()
     stats, series, record, counters, frames = simulate(True, seed)
-    tb.write_pcap("spillway_ingress", frames)
-    await replay(dut, record, "spillway")
+    times = await replay(dut, record, "spillway")
+    tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in frames])
     cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(record), counters)
     (tb.run_dir() / "result.json").write_text(json.dumps({"seed": seed, "stats": stats, "series": series,
                                                           "counters": counters}))
 
 
-def test_spillway():
+def test_spillway(record_property):
     """With the spill buffer: fewer drops and an earlier cross-DC completion than tail drop."""
-    test_dir = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway")
-    result = json.loads((test_dir / "result.json").read_text())
+    run = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway")
+    result = json.loads((run / "result.json").read_text())
     without, series_without, _, _, _ = simulate(False, result["seed"])
     modes = {"spill": result["stats"], "taildrop": without}
     rows = [(mode, s["flow"], s["packets"], s["sent"], s["resent"], s["dropped"], s["discarded"], s["completion"])
@@ -181,7 +182,10 @@ def test_spillway():
         bars.legend()
     drops = {mode: sum(s["dropped"] for s in stats) for mode, stats in modes.items()}
     cross = {mode: next(s["completion"] for s in stats if s["flow"] == "cross") for mode, stats in modes.items()}
-    print(f"seed {result['seed']}: drops {drops}, cross-DC completion {cross}, spill counters {result['counters']}")
+    headline = f"drops {drops}, cross-DC completion {cross}, spill counters {result['counters']}"
+    print(f"seed {result['seed']}: {headline}")
+    record_property("innet", {"kind": "scenario", "name": "spillway", "seed": result["seed"], "headline": headline,
+                              "files": [OUT / "spillway.csv", OUT / "spillway.png", *run["artefacts"]["pcaps"]]})
     assert all(s["completion"] is not None for stats in modes.values() for s in stats), "a flow never completed"
     assert drops["spill"] < drops["taildrop"], drops
     assert cross["spill"] < cross["taildrop"], cross

@@ -2,21 +2,31 @@
 
 Each parameter set is built once in its own directory (``build/<block>/<tag>/``, guarded by a file
 lock so pytest-xdist workers never collide); each cocotb test then runs in its own simulation and
-directory (``.../<testcase>/``) holding its waveform (``WAVES=1``: ``dump.vcd``, ``WAVES=fst``:
-``dump.fst``), its pcaps and its results. A failing test names its waveform.
+directory (``.../<testcase>/``) holding its waveform (``WAVES=1``: ``dump.vcd``; ``WAVES=1
+INNET_WAVES=fst``: ``dump.fst``), its pcaps, ``results.xml`` and ``summary.json``.
+
+Seeds: one traffic seed per pytest run, passed to every simulation as ``COCOTB_RANDOM_SEED`` (so
+cocotb records it in ``results.xml``; ``tb.seed()`` returns it). ``INNET_SEED=N`` replays a run;
+otherwise the root conftest draws the seed once (``INNET_RUN_SEED``, inherited by xdist workers).
+Scenarios that report a fixed run use ``traffic_seed(default=1)``: ``INNET_SEED`` still replaces it.
+A failing test names its seed, log and waveform.
 """
 import fcntl
 import hashlib
 import json
 import os
+import random
 import re
 import shutil
+import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
+import pytest
 from amaranth.back import verilog
 
-__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "run"]
+__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "parse_seed", "traffic_seed", "waves",
+           "cocotb_tests", "parametrize", "Summary", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -77,9 +87,59 @@ def _tag(params):
     return text or "default"
 
 
-def _waves():
-    mode = os.environ.get("WAVES", "").lower()
-    return {"": None, "0": None, "1": "vcd", "vcd": "vcd", "fst": "fst"}.get(mode, "vcd")
+def parse_seed(text, name="INNET_SEED"):
+    """``text`` as a seed (a non-negative integer); ValueError naming ``name`` otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {text!r}")
+    return value
+
+
+def traffic_seed(default=None):
+    """The traffic seed: ``INNET_SEED`` if set; else ``default`` if given (scenarios reporting a fixed
+    run); else the seed of this pytest run (``INNET_RUN_SEED``, drawn here once if unset)."""
+    if os.environ.get("INNET_SEED", "").strip():
+        return parse_seed(os.environ["INNET_SEED"])
+    if default is not None:
+        return default
+    if not os.environ.get("INNET_RUN_SEED"):
+        os.environ["INNET_RUN_SEED"] = str(random.SystemRandom().randrange(1 << 32))
+    return parse_seed(os.environ["INNET_RUN_SEED"], "INNET_RUN_SEED")
+
+
+def waves():
+    """Waveform format of this run: None, ``"vcd"`` or ``"fst"``.
+
+    ``WAVES`` (read by cocotb too, a boolean) turns waveforms on; ``INNET_WAVES=fst`` picks FST.
+    """
+    on = os.environ.get("WAVES", "").strip().lower()
+    if on not in ("", "0", "1", "yes", "no", "y", "n", "on", "off", "true", "false", "enable", "disable"):
+        raise ValueError(f"WAVES must be a boolean (0 or 1), got {on!r}; for FST use WAVES=1 INNET_WAVES=fst")
+    kind = os.environ.get("INNET_WAVES", "").strip().lower() or "vcd"
+    if kind not in ("vcd", "fst"):
+        raise ValueError(f"INNET_WAVES must be vcd or fst, got {kind!r}")
+    return kind if on in ("1", "yes", "y", "on", "true", "enable") else None
+
+
+def cocotb_tests(module):
+    """Names of the ``@cocotb.test`` functions of ``module`` (a module or its name), in order."""
+    module = sys.modules[module] if isinstance(module, str) else module
+    return [obj.name for obj in vars(module).values() if callable(getattr(obj, "generate_tests", None))]
+
+
+def parametrize(module, configs, select=None):
+    """pytest parametrization of a testbench: every cocotb test of ``module`` x every parameter set
+    of ``configs`` (id -> parameters object), as ``(params, testcase)`` with ids ``<config>-<test>``;
+    ``select(config, test)`` keeps a subset. The tests of one parameter set share an xdist group
+    (one Verilator build). Apply it below the module's cocotb tests."""
+    block = (module if isinstance(module, str) else module.__name__).rsplit(".", 1)[-1].removeprefix("test_")
+    cases = [pytest.param(params, test, id=f"{config}-{test}", marks=pytest.mark.xdist_group(f"{block}-{config}"))
+             for config, params in configs.items() for test in cocotb_tests(module)
+             if select is None or select(config, test)]
+    return pytest.mark.parametrize(("params", "testcase"), cases)
 
 
 def _encode(params):
@@ -90,21 +150,44 @@ def _encode(params):
     return json.dumps({"class": None, "values": params})
 
 
-def run(component_cls, params, test_module, testcase, *, block=None, env=None):
+class Summary(dict):
+    """A run's ``summary.json`` (block, params, test, seed, cycles, counters, artefacts, dir);
+    ``summary / name`` is a file of its run directory."""
+
+    @property
+    def dir(self):
+        return Path(self["dir"])
+
+    def __truediv__(self, name):
+        return self.dir / name
+
+
+def _replay(seed_value):
+    """The command that replays the current pytest test with ``seed_value``."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    return f"INNET_SEED={seed_value} .venv/bin/python -m pytest '{current}'" if current else \
+        f"INNET_SEED={seed_value} make test"
+
+
+def run(component_cls, params, test_module, testcase, *, block=None, env=None, seed=None):
     """Build ``component_cls(params)`` with Verilator and run cocotb test ``testcase``.
 
     ``params`` is the block's parameters object (or, for wrappers, a dict of keyword arguments);
-    ``env`` adds environment variables for the test; returns the test's directory.
+    ``env`` adds environment variables for the test; ``seed`` replaces the run's traffic seed.
+    Returns the test's ``Summary`` (also written to ``summary.json`` in its directory).
     """
     from cocotb_tools.runner import get_results, get_runner
 
     verilator_env()
     block = block or test_module.rsplit(".", 1)[-1].removeprefix("test_")
-    waves = _waves()
-    build_dir = BUILD / block / (_tag(params) + (f"-{waves}" if waves else ""))
+    kind = waves()
+    seed = traffic_seed() if seed is None else seed
+    build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
     test_dir = build_dir / testcase
     test_dir.mkdir(exist_ok=True)
+    for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
+        (test_dir / stale).unlink(missing_ok=True)
 
     runner = get_runner("verilator")
     with open(build_dir / ".lock", "w") as lock:
@@ -114,41 +197,48 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None):
         (build_dir / "params.json").write_text(_encode(params))
         runner.build(
             sources=[source], hdl_toplevel="top", build_dir=build_dir,
-            build_args=BUILD_ARGS + (["--trace-fst"] if waves == "fst" else []),
-            waves=bool(waves), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
+            build_args=BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []),
+            waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
     extra_env, env = env, {
         "INNET_PARAMS": _encode(params),
         "INNET_RUN_DIR": str(test_dir),
+        "COCOTB_RANDOM_SEED": str(seed),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    if os.environ.get("INNET_SEED"):
-        env["INNET_SEED"] = os.environ["INNET_SEED"]
     env.update(extra_env or {})
     results = test_dir / "results.xml"
     log = test_dir / "sim.log"
+    wave = test_dir / f"dump.{kind}" if kind else None
     try:
         runner.test(
             test_module=test_module, hdl_toplevel="top", testcase=testcase, build_dir=build_dir,
-            test_dir=test_dir, waves=bool(waves), extra_env=env, timescale=("1ns", "1ps"),
+            test_dir=test_dir, waves=bool(kind), extra_env=env, timescale=("1ns", "1ps"),
             results_xml=str(results), log_file=log)
     except SystemExit:
         pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
     if total == 0 or failed:
         text = log.read_text(errors="replace") if log.exists() else ""
-        seeds = re.findall(r"INNET_SEED=\d+", text)
-        where = (f"waveform: {test_dir / f'dump.{waves}'}" if waves
-                 else f"re-run with WAVES=1 for a waveform in {test_dir}")
+        where = f"waveform: {wave}" if kind else f"re-run with WAVES=1 for a waveform in {test_dir}"
         tail = "\n".join(text.splitlines()[-60:])
-        raise AssertionError(f"{block}/{testcase} failed ({failed} of {total} cocotb tests); "
-                             f"{seeds[0] if seeds else 'no seed'}; log: {log}; {where}\n{tail}")
-    _record_speed(block, build_dir.name, testcase, results)
-    return test_dir
+        raise AssertionError(f"{block}/{testcase} failed ({failed} of {total} cocotb tests); seed {seed} "
+                             f"(replay: {_replay(seed)}); log: {log}; {where}\n{tail}")
+    cycles = _record_speed(block, build_dir.name, testcase, results)
+    path = test_dir / "summary.json"
+    summary = Summary(json.loads(path.read_text()) if path.exists() else {})
+    summary.update(kind="sim", block=block, params=json.loads(_encode(params))["values"], test=testcase, seed=seed,
+                   cycles=cycles, dir=str(test_dir))
+    summary.setdefault("counters", {})
+    artefacts = summary.setdefault("artefacts", {})
+    artefacts.setdefault("pcaps", [])
+    artefacts.update(log=str(log), waveform=str(wave) if wave and wave.exists() else None)
+    path.write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def _record_speed(block, tag, testcase, results, clock_ns=2):
-    """Append simulated cycles and wall time of this run to ``build/sim_speed.csv``."""
+    """Append simulated cycles and wall time of this run to ``build/sim_speed.csv``; return the cycles."""
     case = ElementTree.parse(results).find(".//testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     cycles = int(float(props.get("sim_time_duration", 0)) / clock_ns)
@@ -156,3 +246,4 @@ def _record_speed(block, tag, testcase, results, clock_ns=2):
     with open(BUILD / "sim_speed.csv", "a") as out:
         fcntl.flock(out, fcntl.LOCK_EX)
         out.write(f"{block},{tag},{testcase},{cycles},{seconds:.3f}\n")
+    return cycles

@@ -1,18 +1,22 @@
-"""Reusable cocotb testbench pieces: stream and packet Source/Sink, Scoreboard, clock/reset, run files.
+"""Reusable cocotb testbench pieces: the block testbench base, stream and packet drivers, Scoreboard,
+the run context (parameters, seed, run directory, summary) and pcaps in simulation time.
 
 The drivers follow cocotbext-axi: a coroutine per interface wakes on each rising edge, samples the
-handshake that happened at that edge, then drives the next beat. Payloads are packed and unpacked
-with the Amaranth layout of the port, so the Python side always agrees with the RTL's bit layout.
-With ``layout=None`` a stream carries raw payload integers (no packing). Backpressure and idle
-cycles come from pause generators (iterators of bools, e.g.
-``itertools.cycle([0, 1, 1])``): a true value pauses the interface for that cycle.
+handshake that happened at that edge, then drives the next beat. They follow the DUT's ``rst``
+themselves (a coroutine per driver watches it, as cocotbext-axi's ``_handle_reset``): when ``rst``
+rises a source drops its queue and releases ``valid``, a sink drops a partial packet; while it is
+high nothing is transferred. Payloads are packed and unpacked with the Amaranth layout of the port, so the
+Python side always agrees with the RTL's bit layout. With ``layout=None`` a stream carries raw
+payload integers (no packing). Backpressure and idle cycles come from pause generators (iterators
+of bools, e.g. ``itertools.cycle([0, 1, 1])``): a true value pauses the interface for that cycle.
+Packet drivers log every packet with the simulation time (ns) of its first beat's transfer; the
+pcaps carry these times, so a frame in Wireshark matches a cycle in the waveform.
 """
 import collections
 import importlib
 import json
 import logging
 import os
-import random
 from pathlib import Path
 
 import cocotb
@@ -20,18 +24,23 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import Event, RisingEdge
+from cocotb.utils import get_sim_time
 from scapy.data import DLT_EN10MB
 from scapy.layers.l2 import Ether
-from scapy.utils import PcapWriter
+from scapy.utils import RawPcapWriter
 
+import registry
 from models.packet import beats_of
 
 __all__ = [
-    "pack", "unpack", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
-    "start_clock", "reset", "params", "run_dir", "seed", "write_pcap",
+    "pack", "unpack", "Frame", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
+    "BlockTB", "start_clock", "reset", "params", "run_dir", "seed", "now", "summary", "write_pcap",
 ]
 
 log = logging.getLogger("cocotb.innet")
+
+#: A packet seen on an interface: simulation time (ns) of its first beat, bytes, sideband.
+Frame = collections.namedtuple("Frame", "time data meta", defaults=(None,))
 
 
 # --- Amaranth layouts <-> Python values ----------------------------------------------------------
@@ -77,25 +86,50 @@ def params():
 
 
 def run_dir():
-    """Directory of this test's artefacts (waveform, pcaps)."""
+    """Directory of this test's artefacts (waveform, pcaps, summary)."""
     path = Path(os.environ.get("INNET_RUN_DIR", "."))
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def seed():
-    """Seed for this test's random traffic: ``INNET_SEED`` if set, else fresh; always logged."""
-    value = int(os.environ.get("INNET_SEED") or random.SystemRandom().randrange(1 << 32))
-    log.info("random seed %d (reproduce with INNET_SEED=%d)", value, value)
+    """The run's traffic seed: ``COCOTB_RANDOM_SEED`` as the runner passed it (``INNET_SEED``, or the
+    seed drawn once for the pytest run), which cocotb also records in ``results.xml``."""
+    value = int(os.environ.get("COCOTB_RANDOM_SEED") or cocotb.RANDOM_SEED)
+    log.info("traffic seed %d (replay with INNET_SEED=%d)", value, value)
     return value
 
 
+def now():
+    """Current simulation time in ns."""
+    return round(get_sim_time("ns"))
+
+
+def summary(**fields):
+    """Merge ``fields`` into this test's ``summary.json``; ``pcaps`` entries are appended to its
+    artefacts. The runner adds block, parameters, test, seed, cycles, log and waveform."""
+    path = run_dir() / "summary.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    for pcap in fields.pop("pcaps", ()):
+        pcaps = record.setdefault("artefacts", {}).setdefault("pcaps", [])
+        if str(pcap) not in pcaps:
+            pcaps.append(str(pcap))
+    record.update(fields)
+    path.write_text(json.dumps(record, indent=1))
+
+
 def write_pcap(name, packets):
-    """Write ``packets`` (bytes or scapy) to ``<run dir>/<name>.pcap`` for Wireshark."""
+    """Write ``packets`` to ``<run dir>/<name>.pcap`` (nanosecond pcap) and list it in the summary.
+
+    Each packet is a ``Frame`` (stamped with its simulation time) or bytes / scapy (stamped now).
+    """
     path = run_dir() / f"{name}.pcap"
-    with PcapWriter(str(path), linktype=DLT_EN10MB, sync=False) as out:
+    with RawPcapWriter(str(path), linktype=DLT_EN10MB, nano=True, sync=False) as out:
+        out.write_header(None)
         for p in packets:       # raw frames: truncated ones are written as they were
-            out.write(bytes(p))
+            time, raw = (p.time, p.data) if isinstance(p, Frame) else (now(), p)
+            out.write_packet(bytes(raw), sec=time // 10**9, usec=time % 10**9)
+    summary(pcaps=[path])
     return path
 
 
@@ -105,7 +139,7 @@ def start_clock(dut, period_ns=2):
 
 
 async def reset(dut, cycles=2):
-    """Hold ``rst`` high for ``cycles`` rising edges."""
+    """Hold ``rst`` high for ``cycles`` rising edges (the drivers drop their state on their own)."""
     dut.rst.value = 1
     for _ in range(cycles):
         await RisingEdge(dut.clk)
@@ -117,6 +151,7 @@ async def reset(dut, cycles=2):
 class _Stream:
     def __init__(self, dut, name, layout):
         self.edge = RisingEdge(dut.clk)
+        self.rst = getattr(dut, "rst", None)
         self.layout = layout
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
@@ -124,6 +159,16 @@ class _Stream:
         self.queue = collections.deque()
         self.pause = None
         self.active = Event()
+        if self.rst is not None:
+            cocotb.start_soon(self._follow_reset())
+
+    async def _follow_reset(self):
+        while True:
+            await RisingEdge(self.rst)
+            self._reset()
+
+    def _reset(self):
+        """Drop what a reset loses."""
 
     def set_pause_generator(self, generator=None):
         """Pause the interface on the cycles where ``generator`` yields a true value."""
@@ -131,6 +176,9 @@ class _Stream:
 
     def _paused(self):
         return self.pause is not None and bool(next(self.pause))
+
+    def _in_reset(self):
+        return self.rst is not None and bool(self.rst.value)
 
     def __len__(self):
         return len(self.queue)
@@ -143,7 +191,8 @@ class _Stream:
 
 
 class StreamSource(_Stream):
-    """Drives ``<name>__valid``/``__payload`` from a queue of dicts and counts transfers."""
+    """Drives ``<name>__valid``/``__payload`` from a queue of dicts and counts transfers; drops its
+    queue and releases ``valid`` while the DUT is in reset."""
 
     def __init__(self, dut, name, layout):
         super().__init__(dut, name, layout)
@@ -162,22 +211,29 @@ class StreamSource(_Stream):
         self.send_nowait(item)
 
     async def wait_idle(self):
-        """Wait until every queued item has been transferred."""
+        """Wait until every queued item has been transferred (or dropped by a reset)."""
         await self.idle.wait()
 
     def clear(self):
-        """Drop everything queued and release ``valid`` (e.g. when the DUT is reset)."""
+        """Drop everything queued and release ``valid``."""
         super().clear()
         self.driving = False
         self.valid.value = 0
         self.idle.set()
 
+    def _reset(self):
+        self.clear()
+
+    def _transferred(self, item):
+        self.sent += 1
+
     async def _run(self):
         while True:
             await self.edge
+            if self._in_reset():
+                continue
             if self.driving and self.ready.value:
-                self.queue.popleft()
-                self.sent += 1
+                self._transferred(self.queue.popleft())
                 self.driving = False
             if not self.driving and not self.queue:
                 self.idle.set()
@@ -189,7 +245,7 @@ class StreamSource(_Stream):
 
 
 class StreamSink(_Stream):
-    """Drives ``<name>__ready`` and collects transferred payloads as dicts."""
+    """Drives ``<name>__ready`` and collects transferred payloads as dicts (none while in reset)."""
 
     def __init__(self, dut, name, layout):
         super().__init__(dut, name, layout)
@@ -209,33 +265,54 @@ class StreamSink(_Stream):
     async def _run(self):
         while True:
             await self.edge
-            if self.ready.value and self.valid.value:
+            if self.ready.value and self.valid.value and not self._in_reset():
                 word = self.payload.value.to_unsigned()
                 self._accept(word if self.layout is None else unpack(self.layout, word))
             self.ready.value = int(not self._paused())
 
 
 class PacketSource(StreamSource):
-    """Sends whole packets (bytes or scapy) as beats of a ``hdl.packet.beat_layout`` stream."""
+    """Sends whole packets (bytes or scapy) as beats of a ``hdl.packet.beat_layout`` stream; ``log``
+    holds a ``Frame`` per packet that went in entirely."""
 
     def __init__(self, dut, name, layout):
         super().__init__(dut, name, layout)
         self.width = Shape.cast(layout["keep"].shape).width
+        self.packets = collections.deque()      # (bytes, meta) of the queued packets, in order
+        self.start = None
+        self.log = []
 
     def send_nowait(self, packet, meta=None):
         raw = bytes(packet)
         assert raw, "a packet has at least one byte"
+        self.packets.append((raw, meta or {}))
         for beat in beats_of(raw, meta or {}, self.width):
             super().send_nowait(beat)
 
+    def clear(self):
+        super().clear()
+        self.packets.clear()
+
+    def _transferred(self, beat):
+        super()._transferred(beat)
+        if beat["first"]:
+            self.start = now()
+        if beat["last"]:
+            raw, meta = self.packets.popleft()
+            self.log.append(Frame(self.start, raw, meta))
+
 
 class PacketSink(StreamSink):
-    """Reassembles beats of a ``hdl.packet.beat_layout`` stream into ``(bytes, meta)`` packets."""
+    """Reassembles beats of a ``hdl.packet.beat_layout`` stream into ``(bytes, meta)`` packets (in
+    ``queue``, for the test) and ``Frame`` records (in ``log``, kept for the pcap); a reset drops a
+    partial packet."""
 
     def __init__(self, dut, name, layout):
         super().__init__(dut, name, layout)
         self.width = Shape.cast(layout["keep"].shape).width
         self.partial = bytearray()
+        self.start = None
+        self.log = []
 
     def _accept(self, beat):
         keep = beat["keep"]
@@ -243,14 +320,82 @@ class PacketSink(StreamSink):
         assert keep == (1 << length) - 1, f"keep {keep:#x} is not contiguous from byte 0"
         assert beat["first"] == (not self.partial), "first flag does not match packet boundary"
         assert beat["last"] or length == self.width, "a beat before the last is not full"
+        if beat["first"]:
+            self.start = now()
         self.partial += beat["data"].to_bytes(self.width, "little")[:length]
         if beat["last"]:
-            super()._accept((bytes(self.partial), beat["meta"]))
+            raw = bytes(self.partial)
+            self.log.append(Frame(self.start, raw, beat["meta"]))
+            super()._accept((raw, beat["meta"]))
             self.partial = bytearray()
+
+    def _reset(self):
+        self.partial = bytearray()
 
     def clear(self):
         super().clear()
-        self.partial = bytearray()
+        self._reset()
+
+
+# --- Block testbench base ----------------------------------------------------------------------
+
+class BlockTB:
+    """Base of a block's testbench: clock, reset, counters compared with the model's, conservation,
+    pcaps.
+
+    A subclass sets ``name`` (the block's registry name) and creates its drivers in ``source`` /
+    ``sink``; it extends ``reset`` with its own bookkeeping (model reset, ...). ``params`` is the run's
+    parameters object, ``block`` the Component built from it (for its attributes), ``counter_names``
+    the model module's ``COUNTERS``. While ``resetting`` is true, monitors skip their checks.
+    """
+
+    name = None
+    period_ns = 2
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.params = params()
+        self.block = registry.block(self.name).build(self.params)
+        self.counter_names = tuple(getattr(importlib.import_module(f"models.{self.name}"), "COUNTERS", ()))
+        self.resetting = False
+        self.source = self.sink = None
+        start_clock(dut, self.period_ns)
+
+    def in_reset(self):
+        """True while ``reset`` runs or the DUT's ``rst`` is high."""
+        return self.resetting or bool(self.dut.rst.value)
+
+    async def reset(self, cycles=3):
+        """Hold ``rst`` for ``cycles`` edges; the drivers drop their queued and partial packets."""
+        self.resetting = True
+        await reset(self.dut, cycles)
+        self.resetting = False
+
+    def counters(self):
+        """The DUT's counter ports, by name."""
+        return {name: int(getattr(self.dut, name).value) for name in self.counter_names}
+
+    def check_counters(self, expected):
+        """The DUT's counters equal ``expected`` (the model's); recorded in the summary; returned."""
+        got, expected = self.counters(), dict(expected)
+        if got != expected:
+            differ = {k: (got.get(k), expected.get(k)) for k in {**got, **expected} if got.get(k) != expected.get(k)}
+            raise AssertionError(f"counters: RTL {got}, model {expected}; differing (RTL, model): {differ}")
+        summary(counters=got)
+        return got
+
+    @staticmethod
+    def conserved(what, total, **parts):
+        """Conservation: ``total`` equals the sum of the named ``parts``."""
+        if total != sum(parts.values()):
+            terms = " + ".join(f"{k} {v}" for k, v in parts.items())
+            raise AssertionError(f"conservation of {what}: {total} != {terms} = {sum(parts.values())}")
+
+    def write_pcaps(self, inputs=None, outputs=None):
+        """``in.pcap`` and ``out.pcap``: by default the packets the source transferred and those the
+        sink captured from the RTL, at their simulation times."""
+        write_pcap("in", self.source.log if inputs is None else inputs)
+        write_pcap("out", self.sink.log if outputs is None else outputs)
 
 
 # --- Checking ----------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from collections import defaultdict
 
 import cocotb
 import numpy as np
-import pytest
 from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
@@ -109,15 +108,16 @@ class PS:
                 f"{rnd.grads.sum(axis=0).tolist()}")
 
 
-class TB:
+class TB(tb.BlockTB):
     """DUT + golden model + scoreboard + PS; every packet sent goes to both DUT and model."""
 
+    name = "aggregator"
+
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
-        self.dut, self.rng = dut, rng
-        self.params = tb.params()
+        super().__init__(dut)
+        self.rng = rng
         self.values = self.params.values
-        self.layout = beat_layout(Aggregator(self.params).data_bytes)
-        tb.start_clock(dut)
+        self.layout = beat_layout(self.block.data_bytes)
         self.source = tb.PacketSource(dut, "i", self.layout)
         self.sink = tb.PacketSink(dut, "o", self.layout)
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
@@ -184,18 +184,12 @@ class TB:
                     self.send(rnd.packet(w, resend=1))
             await self.drain()
 
-    def check_counters(self):
-        assert COUNTERS == MODEL_COUNTERS
-        got = {name: int(getattr(self.dut, name).value) for name in COUNTERS}
-        assert got == self.model.counters, f"counters: RTL {got} model {self.model.counters}"
-        return got
-
     def finish(self, name):
         self.board.check_done()
-        counters = self.check_counters()
-        tb.write_pcap(f"{name}_in", self.sent)
-        tb.write_pcap(f"{name}_out", self.out)
-        cocotb.log.info("counters %s", counters)
+        assert COUNTERS == MODEL_COUNTERS
+        counters = self.check_counters(self.model.counters)
+        self.write_pcaps()
+        cocotb.log.info("%s: counters %s", name, counters)
         return counters
 
 
@@ -323,7 +317,8 @@ async def duplicates(dut):
     t.ps = PS(rounds, ack=False)
     a, b, c = rounds
     # a: plain duplicates while aggregating, then completion, then a retransmission after it
-    t.send(a.packet(0)); t.send(a.packet(0)); t.send(a.packet(1)); t.send(a.packet(1))
+    for w in (0, 0, 1, 1):
+        t.send(a.packet(w))
     for w in range(2, W):
         t.send(a.packet(w))
     t.send(a.packet(0, resend=1))         # answered with the complete result, not re-added
@@ -334,12 +329,15 @@ async def duplicates(dut):
     if policy == "atp":                   # the ACK frees the slot, then b can claim it
         t.send(ina_packet(0, a.jobseq, 0, [0] * V, fanin=W, ack=1))
     # b: a retransmission of a bit already in the slot flushes the partial; the PS dedups the rest
-    t.send(b.packet(0)); t.send(b.packet(1)); t.send(b.packet(1, resend=1)); t.send(b.packet(0, resend=1))
+    for packet in (b.packet(0), b.packet(1), b.packet(1, resend=1), b.packet(0, resend=1)):
+        t.send(packet)
     await t.drain()
     assert t.model.counters["flushed"] == 1
     await t.flush_rounds()
     # c: retransmission of a bit not yet in the slot goes to the PS and is not added
-    t.send(c.packet(0)); t.send(c.packet(1, resend=1)); t.send(c.packet(1, resend=1))
+    t.send(c.packet(0))
+    for _ in range(2):
+        t.send(c.packet(1, resend=1))
     await t.drain()
     await t.flush_rounds()
     t.ps.check_complete()
@@ -457,13 +455,8 @@ async def reset_mid_traffic(dut):
         await RisingEdge(dut.clk)
     assert t.source.queue, "reset lands mid-traffic"
     t.muted = True
-    dut.rst.value = 1
-    t.source.clear()
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    t.source.clear()
+    await t.reset(2)
     t.sink.clear()
-    dut.rst.value = 0
     t.fresh()
     t.muted = False
     assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
@@ -473,36 +466,25 @@ async def reset_mid_traffic(dut):
 
 # --- pytest ----------------------------------------------------------------------------------------
 
-#: Policy-dependent behaviour runs under every policy; parsing and arithmetic (``malformed``,
-#: ``overflow``) are shared by the policies and run once, under ESA.
-TESTS = ["random_traffic", "preemption", "duplicates", "line_rate", "reset_mid_traffic"]
+PARAMS = {policy: AggregatorParams(policy=policy, slots=4, workers=4, values=8, data_bytes=128, ps_port=PS_PORT,
+                                   mcast_port=MCAST_PORT) for policy in ("atp", "switchml", "esa")}
+#: ESA with a tiny pool on a 64-byte bus: 2 slots, 3 workers, 1 value.
+PARAMS["small"] = AggregatorParams(policy="esa", slots=2, workers=3, values=1, data_bytes=64, ps_port=PS_PORT,
+                                   mcast_port=MCAST_PORT)
+#: Parsing and arithmetic are shared by the policies: these tests run once, under ESA.
+SHARED = ("malformed", "overflow")
 
 
-#: One xdist group per build (``--dist loadgroup``): its tests share one Verilator build.
-POLICY_PARAMS = [pytest.param(p, marks=pytest.mark.xdist_group(f"aggregator-{p}"), id=p)
-                 for p in ("atp", "switchml", "esa")]
+def runs(config, test):
+    """Policy-dependent behaviour under every policy; ``SHARED`` under ESA; the tiny pool: random traffic."""
+    if config == "small":
+        return test == "random_traffic"
+    return config == "esa" or test not in SHARED
 
 
-@pytest.mark.parametrize("testcase", TESTS)
-@pytest.mark.parametrize("policy", POLICY_PARAMS)
-def test_aggregator(policy, testcase):
-    params = AggregatorParams(policy=policy, slots=4, workers=4, values=8, data_bytes=128,
-                              ps_port=PS_PORT, mcast_port=MCAST_PORT)
-    runner.run(Aggregator, params, "testbenches.test_aggregator", testcase)
-
-
-@pytest.mark.xdist_group("aggregator-esa")
-@pytest.mark.parametrize("testcase", ["malformed", "overflow"])
-def test_aggregator_shared(testcase):
-    test_aggregator("esa", testcase)
-
-
-@pytest.mark.xdist_group("aggregator-small")
-def test_aggregator_small():
-    """ESA with a tiny pool on a 64-byte bus: 2 slots, 3 workers, 1 value."""
-    params = AggregatorParams(policy="esa", slots=2, workers=3, values=1, data_bytes=64,
-                              ps_port=PS_PORT, mcast_port=MCAST_PORT)
-    runner.run(Aggregator, params, "testbenches.test_aggregator", "random_traffic")
+@runner.parametrize(__name__, PARAMS, select=runs)
+def test_aggregator(params, testcase, record_property):
+    record_property("innet", runner.run(Aggregator, params, __name__, testcase))
 
 
 def scapy_fields(layer):

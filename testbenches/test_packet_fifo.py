@@ -3,7 +3,6 @@ import itertools
 import random
 
 import cocotb
-import pytest
 
 from hdl.packet import beat_layout
 from hdl.packet_fifo import PacketFifo, PacketFifoParams
@@ -11,33 +10,42 @@ from models.headers import roce_packet
 from testbenches import runner, tb
 
 
+class TB(tb.BlockTB):
+    """A PacketFifo between a packet source and a packet sink."""
+
+    name = "packet_fifo"
+
+    def __init__(self, dut):
+        super().__init__(dut)
+        layout = beat_layout(self.params.data_bytes)
+        self.source = tb.PacketSource(dut, "i", layout)
+        self.sink = tb.PacketSink(dut, "o", layout)
+
+
 @cocotb.test()
 async def round_trip(dut):
     """Random packets, random idle on the source and random backpressure on the sink."""
     rng = random.Random(tb.seed())
-    layout = beat_layout(tb.params().data_bytes)
-    tb.start_clock(dut)
-    source = tb.PacketSource(dut, "i", layout)
-    sink = tb.PacketSink(dut, "o", layout)
-    source.set_pause_generator(rng.random() < 0.3 for _ in itertools.count())
-    sink.set_pause_generator(rng.random() < 0.4 for _ in itertools.count())
-    await tb.reset(dut)
+    t = TB(dut)
+    t.source.set_pause_generator(rng.random() < 0.3 for _ in itertools.count())
+    t.sink.set_pause_generator(rng.random() < 0.4 for _ in itertools.count())
+    await t.reset(2)
     board = tb.Scoreboard("fifo")
-    sent = []
     for n in range(200):
         packet = roce_packet(qp=rng.randrange(1 << 24), psn=n, payload=rng.randbytes(rng.randrange(0, 300)))
         meta = {"port": rng.randrange(256)}
-        source.send_nowait(packet, meta)
+        t.source.send_nowait(packet, meta)
         board.expect((bytes(packet), meta))
-        sent.append(packet)
     for _ in range(200):
-        board.check(await sink.recv())
+        board.check(await t.sink.recv())
     board.check_done()
-    assert sink.empty()
-    tb.write_pcap("in", sent)
+    assert t.sink.empty()
+    t.write_pcaps()
 
 
-@pytest.mark.parametrize("data_bytes", [8, 64])
-def test_packet_fifo(data_bytes):
-    runner.run(PacketFifo, PacketFifoParams(data_bytes=data_bytes, depth=4),
-               "testbenches.test_packet_fifo", "round_trip")
+PARAMS = {f"{n}B": PacketFifoParams(data_bytes=n, depth=4) for n in (8, 64)}
+
+
+@runner.parametrize(__name__, PARAMS)
+def test_packet_fifo(params, testcase, record_property):
+    record_property("innet", runner.run(PacketFifo, params, __name__, testcase))

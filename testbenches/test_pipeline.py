@@ -3,26 +3,25 @@ import itertools
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from hdl import aggregator, spill_buffer
 from hdl.packet import beat_layout
-from hdl.pipeline import COUNTERS, OutMeta, Pipeline, PipelineParams
+from hdl.pipeline import OutMeta, Pipeline, PipelineParams
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
 from models.pipeline import PipelineModel
 from testbenches import runner, tb
 
 
-class TB:
+class TB(tb.BlockTB):
     """Drives ingress packets and ``cfg``, plays the egress queues (``qdepth``) and compares every
     cycle's ``i.ready`` and ``o`` with the model."""
 
+    name = "pipeline"
+
     def __init__(self, dut, service=3):
-        self.dut = dut
-        self.params = tb.params()
-        self.block = Pipeline(self.params)
+        super().__init__(dut)
         self.ports, self.width = self.block.ports, self.block.data_bytes
         self.source = tb.PacketSource(dut, "i", beat_layout(self.width))
         self.sink = tb.PacketSink(dut, "o", beat_layout(self.width, OutMeta))
@@ -33,19 +32,14 @@ class TB:
         self.queues = [0] * self.ports
         self.cycle = 0
         self.sent = []                      # ingress packets (bytes, port)
-        self.checking = True                # False while a reset is under way
         self.bursting = False
-        tb.start_clock(dut)
         cocotb.start_soon(self._monitor())
 
     async def reset(self):
-        self.checking = False
-        self.source.clear()
-        await tb.reset(self.dut, 3)
+        await super().reset()
         self.model.reset()
         self.sink.clear()
         self.queues = [0] * self.ports
-        self.checking = True
 
     async def config(self, **cmd):
         """Send one cfg command and wait until it is taken."""
@@ -66,7 +60,7 @@ class TB:
         depth = self.qdepth()
         while True:
             await RisingEdge(dut.clk)
-            if not self.checking or dut.rst.value:
+            if self.in_reset():
                 continue
             i_valid, o_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__valid.value), bool(dut.o__ready.value)
             cmd = (tb.unpack(self.cfg.layout, dut.cfg__payload.value.to_unsigned())
@@ -75,9 +69,11 @@ class TB:
             i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd)
             where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
             if i_valid:
-                assert bool(dut.i__ready.value) == i_ready, f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
+                assert bool(dut.i__ready.value) == i_ready, \
+                    f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
             if cmd is not None:
-                assert bool(dut.cfg__ready.value) == cfg_ready, f"{where}: cfg.ready {int(dut.cfg__ready.value)}, model {cfg_ready}"
+                assert bool(dut.cfg__ready.value) == cfg_ready, \
+                    f"{where}: cfg.ready {int(dut.cfg__ready.value)}, model {cfg_ready}"
             assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
             if o_valid:
                 beat = tb.unpack(layout, dut.o__payload.value.to_unsigned())
@@ -112,22 +108,16 @@ class TB:
                 break
         assert quiet == 8, "the pipeline did not go idle"
 
-    def counters(self):
-        return {name: int(getattr(self.dut, name).value) for name in COUNTERS}
-
     def check(self, name):
         """Counters equal the model's; every packet of every stage is accounted for."""
-        c = self.counters()
-        assert c == self.model.all_counters(), f"counters {c}, model {self.model.all_counters()}"
-        stage1_in = sum(c[f"agg_{k}"] for k in aggregator.COUNTERS)
-        stage2_in = sum(c[f"sym_{k}"] for k in ("unknown", "malformed", "tracked"))
+        c = self.check_counters(self.model.all_counters())
+        self.conserved("packets into stage 1", len(self.sent), **{k: c[f"agg_{k}"] for k in aggregator.COUNTERS})
         stage3_in = sum(c[f"spill_{k}"] for k in spill_buffer.COUNTERS if k != "drained")
-        assert stage1_in == len(self.sent), f"{len(self.sent)} packets in, stage 1 counted {stage1_in}"
-        assert stage2_in == stage3_in, f"stage 2 saw {stage2_in} packets, stage 3 {stage3_in}"
-        out = c["spill_forwarded"] + c["spill_drained"] - c["oversize"]
-        assert len(self.sink) == out, f"{len(self.sink)} packets out, counters say {out}"
-        tb.write_pcap("in", [raw for raw, _ in self.sent])
-        tb.write_pcap("out", [raw for raw, _ in self.sink.queue])
+        self.conserved("packets from stage 2 to stage 3", stage3_in,
+                       **{k: c[f"sym_{k}"] for k in ("unknown", "malformed", "tracked")})
+        self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
+                       spill_drained=c["spill_drained"], oversize=-c["oversize"])
+        self.write_pcaps()
         cocotb.log.info("%s: %d in, %d out, counters %s, %d cycles", name, len(self.sent),
                         len(self.sink), {k: v for k, v in c.items() if v}, self.cycle)
 
@@ -263,7 +253,6 @@ async def reset_mid_traffic(dut):
     t.check("reset_mid_traffic")
 
 
-TESTS = ["random_traffic", "line_rate", "store_full", "reset_mid_traffic"]
 PARAMS = {
     "esa": PipelineParams.of(agg=dict(policy="esa"), spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5),
                              beats=2),
@@ -273,7 +262,6 @@ PARAMS = {
 }
 
 
-@pytest.mark.parametrize("testcase", TESTS)
-@pytest.mark.parametrize("params", PARAMS.values(), ids=PARAMS.keys())
-def test_pipeline(params, testcase):
-    runner.run(Pipeline, params, "testbenches.test_pipeline", testcase)
+@runner.parametrize(__name__, PARAMS)
+def test_pipeline(params, testcase, record_property):
+    record_property("innet", runner.run(Pipeline, params, __name__, testcase))

@@ -4,27 +4,25 @@ import itertools
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
-from hdl.progress_regfile import (COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile,
-                                  ProgressRegfileParams, config_layout)
-from models.headers import BTH, IP, UDP, Ether, Raw, RC_SEND_LAST, RC_SEND_MIDDLE, roce_packet
+from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams, config_layout
+from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
 
 ECT0, ECT1, NOT_ECT, CE = 0b10, 0b01, 0b00, 0b11
 
 
-class TB:
+class TB(tb.BlockTB):
     """Sends packets and config commands; logs the order the RTL took them in; replays that order
     through the golden model and compares every forwarded packet byte for byte."""
 
+    name = "progress_regfile"
+
     def __init__(self, dut):
-        self.dut = dut
-        self.params = tb.params()
-        self.block = ProgressRegfile(self.params)
+        super().__init__(dut)
         layout = beat_layout(self.block.data_bytes)
         self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits)
         self.source = tb.PacketSource(dut, "i", layout)
@@ -35,7 +33,6 @@ class TB:
         self.received = []
         self.accepts, self.emits = [], []   # cycles of accepted first beats / delivered last beats
         self.cycle = 0
-        tb.start_clock(dut)
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -54,16 +51,17 @@ class TB:
             if dut.o__valid.value and dut.o__ready.value:
                 if (dut.o__payload.value.to_unsigned() >> layout["last"].offset) & 1:
                     self.emits.append(self.cycle)
-            while not self.sink.empty():
-                self.received.append(self.sink.queue.popleft()[0])
+            self.collect()
 
-    async def reset(self):
-        self.source.clear()
-        self.cfg.clear()
+    def collect(self):
+        """Move the packets the sink completed to ``received``."""
+        while not self.sink.empty():
+            self.received.append(self.sink.queue.popleft()[0])
+
+    async def reset(self, cycles=3):
+        await super().reset(cycles)
         self.queued.clear()
-        await tb.reset(self.dut, 3)
-        self.received.extend(packet for packet, _ in self.sink.queue)
-        self.sink.clear()
+        self.collect()
         self.events.append(("reset", len(self.received)))
 
     def send(self, packet):
@@ -97,8 +95,7 @@ class TB:
         for packet in self.received:
             board.check(packet)
         board.check_done()
-        counters = {n: int(getattr(self.dut, n).value) for n in COUNTERS}
-        assert counters == model.counters, f"counters {counters}, model {model.counters}"
+        counters = self.check_counters(model.counters)
         assert bool(self.dut.saturated.value) == model.saturated
         for raw in self.received:
             packet = Ether(raw)
@@ -106,8 +103,7 @@ class TB:
                 rebuilt = Ether(raw)
                 del rebuilt[IP].chksum
                 assert Ether(bytes(rebuilt))[IP].chksum == packet[IP].chksum, "IPv4 checksum wrong"
-        tb.write_pcap("in", [p for kind, p in self.events if kind == "pkt"])
-        tb.write_pcap("out", self.received)
+        self.write_pcaps()
         cocotb.log.info("%s: %d packets, counters %s", name, len(self.received), counters)
         return model
 
@@ -265,15 +261,12 @@ async def line_rate(dut):
     assert t.emits[-1] - t.emits[0] == count - 1, f"left in {t.emits[-1] - t.emits[0] + 1} cycles"
 
 
-TESTS = ["ring_allreduce_jitter", "random_traffic", "unknown_flows_untouched", "clear_job_mid_traffic",
-         "reset_mid_traffic", "line_rate"]
 PARAMS = {
     "default": ProgressRegfileParams(jobs=4, ring=4, table=16),
     "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True),
 }
 
 
-@pytest.mark.parametrize("testcase", TESTS)
-@pytest.mark.parametrize("params", PARAMS.values(), ids=PARAMS.keys())
-def test_progress_regfile(params, testcase):
-    runner.run(ProgressRegfile, params, "testbenches.test_progress_regfile", testcase)
+@runner.parametrize(__name__, PARAMS)
+def test_progress_regfile(params, testcase, record_property):
+    record_property("innet", runner.run(ProgressRegfile, params, __name__, testcase))

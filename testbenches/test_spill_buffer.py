@@ -3,11 +3,10 @@ import itertools
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
-from hdl.spill_buffer import COUNTERS, SpillBuffer, SpillBufferParams
+from hdl.spill_buffer import SpillBuffer, SpillBufferParams
 from models.headers import IP, UDP, Ether, Raw, roce_packet
 from models.spill_buffer import SpillBufferModel
 from testbenches import runner, tb
@@ -15,14 +14,14 @@ from testbenches import runner, tb
 ARP_ETHERTYPE = 0x0806
 
 
-class TB:
+class TB(tb.BlockTB):
     """Drives packets into a SpillBuffer, plays the egress queues (``qdepth``) and the packet
     memory, and compares every cycle's ``i.ready``/``o`` with the golden model."""
 
+    name = "spill_buffer"
+
     def __init__(self, dut, service=4):
-        self.dut = dut
-        self.params = tb.params()
-        self.block = SpillBuffer(self.params)
+        super().__init__(dut)
         self.ports = self.block.ports
         self.source = tb.PacketSource(dut, "i", beat_layout(self.block.data_bytes))
         self.sink = tb.StreamSink(dut, "o", self.block.descriptor)
@@ -34,19 +33,15 @@ class TB:
         self.cycle = 0
         self.sent, self.out = [], []        # packets in arrival order (= handle); descriptors out
         self.accepts, self.emits = [], []   # cycles of the last beats accepted / descriptors sent
-        self.resetting = False
-        tb.start_clock(dut)
+        self.emitted = []                   # (sim time, descriptor) of every descriptor the RTL emitted
         cocotb.start_soon(self._monitor())
 
     async def reset(self):
-        self.resetting = True
-        self.source.clear()
-        await tb.reset(self.dut, 3)
+        await super().reset()
         self.model.reset()
         self.sink.clear()
         self.sent, self.out, self.queues, self.load = [], [], [0] * self.ports, [0] * self.ports
         self.accepts, self.emits = [], []
-        self.resetting = False
 
     def send(self, packet, port):
         self.sent.append(bytes(packet))
@@ -62,7 +57,7 @@ class TB:
         depth = self.qdepth()
         while True:
             await RisingEdge(dut.clk)
-            if self.resetting or dut.rst.value:
+            if self.in_reset():
                 depth = self.qdepth()
                 dut.qdepth.value = tb.pack(self.block.qdepth.shape(), depth)
                 continue
@@ -71,7 +66,8 @@ class TB:
             i_ready, m_valid, m_payload = self.model.step(beat, depth, o_ready)
             where = f"cycle {self.cycle}, qdepth {depth}"
             if i_valid:
-                assert bool(dut.i__ready.value) == i_ready, f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
+                assert bool(dut.i__ready.value) == i_ready, \
+                    f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
                 if i_ready and beat["last"]:
                     self.accepts.append(self.cycle)
             assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
@@ -81,6 +77,7 @@ class TB:
                 if o_ready:
                     self.out.append(payload)
                     self.emits.append(self.cycle)
+                    self.emitted.append(tb.Frame(tb.now(), self.sent[payload["handle"]]))
                     self.queues[payload["port"]] += 1
             self.cycle += 1
             if self.cycle % self.service == 0:
@@ -100,17 +97,13 @@ class TB:
             await RisingEdge(self.dut.clk)
         assert int(self.dut.pending.value) == 0, "spill buffer did not drain"
 
-    def counters(self):
-        return {name: int(getattr(self.dut, name).value) for name in COUNTERS}
-
     def check(self, name="spill"):
         """Counters equal the model's; packets conserved; no duplicate; per-flow order kept."""
-        counters = self.counters()
-        assert counters == self.model.counters, f"counters {counters}, model {self.model.counters}"
+        counters = self.check_counters(self.model.counters)
         pending = int(self.dut.pending.value)
-        dropped = counters["spill_overflow"] + counters["malformed"]
-        assert len(self.sent) == counters["forwarded"] + pending + counters["drained"] + dropped, \
-            f"conservation: {len(self.sent)} in, counters {counters}, pending {pending}"
+        self.conserved("packets", len(self.sent), forwarded=counters["forwarded"], pending=pending,
+                       drained=counters["drained"], spill_overflow=counters["spill_overflow"],
+                       malformed=counters["malformed"])
         handles = [d["handle"] for d in self.out]
         assert len(handles) == len(set(handles)), "a packet left twice"
         assert sum(d["spilled"] for d in self.out) == counters["drained"]
@@ -121,8 +114,7 @@ class TB:
             assert d["handle"] > last.get(flow, -1), f"flow {flow} reordered at handle {d['handle']}"
             last[flow] = d["handle"]
             assert d["length"] == len(self.sent[d["handle"]])
-        tb.write_pcap("in", self.sent)
-        tb.write_pcap("out", [self.sent[h] for h in handles])
+        self.write_pcaps(outputs=self.emitted)    # out: the stored packets the RTL's descriptors name
         cocotb.log.info("%s: %d in, counters %s, %d cycles", name, len(self.sent), counters, self.cycle)
 
 
@@ -222,7 +214,8 @@ async def line_rate(dut):
         t.send(packet(pool[n % 8], n), n % t.ports)
     await t.drain()
     assert t.counters()["forwarded"] == count
-    assert t.accepts[-1] - t.accepts[0] == count - 1, f"{count} packets entered in {t.accepts[-1] - t.accepts[0] + 1} cycles"
+    assert t.accepts[-1] - t.accepts[0] == count - 1, \
+        f"{count} packets entered in {t.accepts[-1] - t.accepts[0] + 1} cycles"
     assert t.emits[-1] - t.emits[0] == count - 1, f"{count} descriptors left in {t.emits[-1] - t.emits[0] + 1} cycles"
     t.check("line_rate")
 
@@ -301,8 +294,6 @@ async def flow_order(dut):
     t.check("flow_order")
 
 
-TESTS = ["random_traffic", "watermark_edges", "full_spill_buffer", "line_rate", "reset_mid_traffic",
-         "malformed_packets", "flow_order"]
 PARAMS = {
     "flow": SpillBufferParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
                               order="flow"),
@@ -311,7 +302,6 @@ PARAMS = {
 }
 
 
-@pytest.mark.parametrize("testcase", TESTS)
-@pytest.mark.parametrize("params", PARAMS.values(), ids=PARAMS.keys())
-def test_spill_buffer(params, testcase):
-    runner.run(SpillBuffer, params, "testbenches.test_spill_buffer", testcase)
+@runner.parametrize(__name__, PARAMS)
+def test_spill_buffer(params, testcase, record_property):
+    record_property("innet", runner.run(SpillBuffer, params, __name__, testcase))
