@@ -111,8 +111,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         properties = r.get("properties", [])
         write(f"formal {r['name']}: {r.get('mode', '-')} depth {r.get('depth', '-')}, "
               f"{float(r.get('seconds', 0)):.1f} s, {len(properties)} properties ({outcome})")
-        for message in properties:
-            write(f"    {message}")
+        if not sims:                            # `make formal`: every property; `make test`: counts
+            for message in properties:
+                write(f"    {message}")
     seed = getattr(config, "innet_seed", None)
     if seed is None or not (sims or terminalreporter.stats.get("failed")):
         return
