@@ -194,15 +194,17 @@ class Aggregator(wiring.Component):
                 keep = ina.overflow & ~ina.resend
                 frees = index_ok & ~keep & (ina.jobseq != 0) & (read(self.slot_jobseq) == ina.jobseq)
                 m.d.comb += [ev["ack_freed"].eq(frees), ev["ack_passed"].eq(~frees)]
+        contribution = Signal()     # a valid contribution: the policy decides (state updates outside the chain)
         with m.Elif(~header_ok):
             m.d.comb += ev["bad_header"].eq(1)
         with m.Else():
-            if sml:
-                self._switchml(m, read, ina, bit, pkt_values, transfer, ev, emit, o_flags, o_bitmap, o_values,
-                               o_port, beat)
-            else:
-                self._atp(m, read, ina, bit, pkt_values, parser, transfer, ev, emit, o_flags, o_bitmap,
-                          o_values, o_jobseq, o_fanin, o_priority, esa)
+            m.d.comb += contribution.eq(1)
+        if sml:
+            self._switchml(m, read, ina, bit, pkt_values, transfer, contribution, ev, emit, o_flags, o_bitmap,
+                           o_values, o_port, beat)
+        else:
+            self._atp(m, read, ina, bit, pkt_values, parser, transfer, contribution, ev, emit, o_flags, o_bitmap,
+                      o_values, o_jobseq, o_fanin, o_priority, esa)
 
         # --- beat framing state (the parser tracks in_packet) ---
         with m.If(transfer & parser.first):
@@ -229,7 +231,7 @@ class Aggregator(wiring.Component):
             self._invariants(m)
         return m
 
-    def _atp(self, m, read, ina, bit, pkt_values, parser, transfer, ev, emit, o_flags, o_bitmap, o_values,
+    def _atp(self, m, read, ina, bit, pkt_values, parser, transfer, contribution, ev, emit, o_flags, o_bitmap, o_values,
              o_jobseq, o_fanin, o_priority, esa):
         """ATP's ingress (p4ml.p4:60-226); ESA adds preemption and frees on completion."""
         P, V = self.slots, self.values
@@ -258,7 +260,9 @@ class Aggregator(wiring.Component):
         aggregate = [o_bitmap.eq(n_bitmap), o_flags["ecn"].eq(ina.ecn | r_ecn), o_flags["result"].eq(1)]
         aggregate += [o_values[v].eq(acc[v]) for v in range(V)]
         update, free, claim = Signal(name="update"), Signal(name="free"), Signal(name="claim")
-        with m.If(ina.overflow):
+        with m.If(~contribution):
+            pass
+        with m.Elif(ina.overflow):
             m.d.comb += [ev["forwarded"].eq(1), emit.eq(1)]
         with m.Elif(~match & ina.resend):
             m.d.comb += [ev["forwarded"].eq(1), emit.eq(1)]
@@ -303,8 +307,8 @@ class Aggregator(wiring.Component):
                     m.d.sync += [self.slot_jobseq[k].eq(0), self.slot_bitmap[k].eq(0), self.slot_count[k].eq(0),
                                  self.slot_ecn[k].eq(0)]
 
-    def _switchml(self, m, read, ina, bit, pkt_values, transfer, ev, emit, o_flags, o_bitmap, o_values, o_port,
-                  beat):
+    def _switchml(self, m, read, ina, bit, pkt_values, transfer, contribution, ev, emit, o_flags, o_bitmap,
+                  o_values, o_port, beat):
         """SwitchML (bitmap_checker.p4, workers_counter.p4, processor.p4, next_step_selector.py)."""
         P, V = self.slots, self.values
         s = ina.index[15]
@@ -321,7 +325,9 @@ class Aggregator(wiring.Component):
                      for v in range(V)]
         m.d.comb += [o_bitmap.eq(mine | bit), o_flags["result"].eq(1), o_flags["resend"].eq(0)]
         m.d.comb += [o_values[v].eq(acc[v]) for v in range(V)]
-        with m.If(retrans):
+        with m.If(~contribution):
+            pass
+        with m.Elif(retrans):
             with m.If(count == 0):
                 m.d.comb += [ev["resent"].eq(1), emit.eq(1), o_port.eq(beat.meta.port)]
             with m.Else():
