@@ -9,7 +9,12 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
 ``scenarios/test_esa.py`` with the ``Aggregator`` RTL under Verilator:
 
 - ``jobs`` jobs, job ``j`` has priority ``j`` (higher = more urgent under ESA), ``2..workers``
-  workers and ``rounds`` rounds; round ``r`` of job ``j`` uses slot ``(3j + r) mod slots``;
+  workers and ``rounds`` rounds; round ``r`` of job ``j`` is job+seq ``j << 16 | r + 1`` (ATP's
+  seq starts at 1; job+seq 0 marks an empty slot). ATP/ESA: round ``r`` uses slot
+  ``(3j + r) mod slots``. SwitchML as deployed: the control plane splits the pool into one range
+  per job (sizes differ by at most one); round ``r`` uses slot ``r mod size`` of the job's range,
+  set ``(r div size) mod 2``, and a job keeps at most ``size`` rounds outstanding (SwitchML's
+  window is its pool: a worker reuses a slot only after its result);
 - each worker keeps ``window`` rounds outstanding: it sends round ``r`` once it has learned that
   round ``r - window`` is complete, after a random jitter of up to ``jitter`` cycles;
 - every link (worker <-> switch <-> PS) takes ``latency`` cycles; the switch's input port takes one
@@ -19,12 +24,16 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
   PS receives (collisions, evictions, flushes) are summed there and completed rounds ACKed the
   same way, the ACK carrying the PS's sum; the PS serves one packet per ``ps_cost`` cycles (its
   NIC/CPU is the bottleneck in-network aggregation relieves);
-- a worker that has not learned completion ``timeout`` cycles after sending retransmits (resend);
+- a worker that has not learned completion ``timeout`` cycles after sending retransmits (ATP/ESA:
+  resend flag; SwitchML: the same packet, the switch tells a retransmission by its bitmap); the PS
+  drops a piece holding a worker it already has (ATP's ``ParameterServer.cc``);
 - gradients are random int32 (numpy); ``wrong_sums`` counts rounds whose sum the workers learned
   differs from numpy's sum of their gradients (or never came).
 
-Slot utilisation: mean over cycles of held slots / slots ("held"), and of slots holding an
-incomplete aggregate ("aggregating"; under ATP a complete slot waits for the ACK round trip).
+Slot utilisation: mean over cycles of held slots / slots ("held": holding a job+seq under
+ATP/ESA, every slot of a job's range under SwitchML, whose pool is reserved by the control plane),
+and of slots holding an incomplete aggregate ("aggregating"; under ATP a complete slot waits for
+the ACK round trip).
 """
 import csv
 import heapq
@@ -56,6 +65,12 @@ class ClosedLoop:
     def __init__(self, policy, seed, jobs, rounds, slots, workers, values, window, latency, jitter,
                  timeout, ps_cost):
         self.policy, self.jobs, self.rounds, self.slots, self.values = policy, jobs, rounds, slots, values
+        if policy == "switchml" and slots < jobs:
+            raise ValueError(f"switchml: slots = {slots} cannot give each of jobs = {jobs} its own pool range")
+        sizes = [slots // jobs + (j < slots % jobs) for j in range(jobs)]
+        self.base = {j: sum(sizes[:j]) for j in range(jobs)}
+        self.size = dict(enumerate(sizes))
+        self.window_of = {j: min(window, sizes[j]) if policy == "switchml" else window for j in range(jobs)}
         self.window, self.latency, self.jitter, self.timeout, self.ps_cost = window, latency, jitter, timeout, ps_cost
         self.rng = random.Random(seed)
         self.fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
@@ -68,7 +83,7 @@ class ClosedLoop:
         self.ps_bits, self.ps_sums, self.ps_done = defaultdict(int), {}, set()
         self.cycle = self.held = self.aggregating = self.ps_free = 0
         for j in range(jobs):
-            for r in range(min(window, rounds)):
+            for r in range(min(self.window_of[j], rounds)):
                 self._send_round(j, r)
 
     def expected(self, j, r):
@@ -88,8 +103,14 @@ class ClosedLoop:
         heapq.heappush(self.events, (cycle, self.order, kind, payload))
         self.order += 1
 
+    def index(self, j, r):
+        """Slot (SwitchML: pool index with the set in bit 15) of round ``r`` of job ``j``."""
+        if self.policy == "switchml":
+            return ((r // self.size[j]) % 2) << 15 | (self.base[j] + r % self.size[j])
+        return (3 * j + r) % self.slots
+
     def _contribution(self, j, r, w, resend=0):
-        return bytes(ina_packet(w, (j << 16) | r, (3 * j + r) % self.slots, self.grads[j, r, w].tolist(),
+        return bytes(ina_packet(w, (j << 16) | (r + 1), self.index(j, r), self.grads[j, r, w].tolist(),
                                 fanin=self.fanin[j], priority=j, resend=resend))
 
     def _send_round(self, j, r):
@@ -114,12 +135,8 @@ class ClosedLoop:
 
     def _on_ps_served(self, raw):
         h = Ether(raw)[INA]
-        if h.result and h.resend or h.jobseq in self.ps_done:
-            return
-        have = self.ps_bits[h.jobseq]
-        if have & h.bitmap:
-            assert h.resend and have & h.bitmap == h.bitmap, f"job+seq {h.jobseq:#x}: workers counted twice"
-            return                 # a retransmission the PS already has
+        if h.jobseq in self.ps_done or self.ps_bits[h.jobseq] & h.bitmap:
+            return                 # ParameterServer.cc: a piece with a worker already in is dropped whole
         self.ps_bits[h.jobseq] |= h.bitmap
         self.ps_sums[h.jobseq] = self.ps_sums.get(h.jobseq, 0) + np.array(h.values, dtype=np.int64)
         fanin = self.fanin[h.jobseq >> 16]
@@ -131,20 +148,21 @@ class ClosedLoop:
 
     def _on_workers(self, raw):
         h = Ether(raw)[INA]
-        j, r = h.jobseq >> 16, h.jobseq & 0xFFFF
+        j, r = h.jobseq >> 16, (h.jobseq & 0xFFFF) - 1
         if (j, r) in self.known:
             return
         self.known.add((j, r))
         self.learned[j, r] = list(h.values)
-        if r + self.window < self.rounds:
-            self._send_round(j, r + self.window)
+        if r + self.window_of[j] < self.rounds:
+            self._send_round(j, r + self.window_of[j])
         if sum((j, rr) in self.known for rr in range(self.rounds)) == self.rounds:
             self.finish[j] = self.cycle
 
     def _on_timeout(self, key):
         j, r, w = key
         if (j, r) not in self.known:
-            self._at(self.cycle + self.latency, "switch", self._contribution(j, r, w, resend=1))
+            self._at(self.cycle + self.latency, "switch",
+                     self._contribution(j, r, w, resend=int(self.policy != "switchml")))
             self._at(self.cycle + self.timeout, "timeout", key)
 
     def leave(self, outputs):
@@ -171,6 +189,14 @@ class ClosedLoop:
                     **counters)
 
 
+def occupancy(model):
+    """(held, aggregating) slots of the golden model's state (see the module docstring)."""
+    if model.policy == "switchml":
+        return model.slots, sum(any(c != 0 for c in s.count) for s in model.pool)
+    return (sum(s.jobseq != 0 for s in model.state),
+            sum(s.jobseq != 0 and s.count < s.fanin for s in model.state))
+
+
 def simulate(policy, seed, **config):
     """Run the trace under ``policy`` on the golden model; return (finished loop, model)."""
     loop = ClosedLoop(policy, seed, **config)
@@ -180,7 +206,7 @@ def simulate(policy, seed, **config):
     while loop.busy() or outputs:
         raw = loop.arrivals()
         loop.leave(outputs)
-        loop.tick(model.occupied(), sum(s.valid and not s.complete for s in model.state))
+        loop.tick(*occupancy(model))
         outputs = model.process(raw, {"port": IN_PORT}) if raw is not None else []
     return loop, model
 
@@ -189,7 +215,7 @@ def main(argv=None):
     parser = Parser(prog="agg_measure", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=integer(0), default=1)
     parser.add_argument("--jobs", type=integer(1, 256), default=4, help="job j has priority j (one byte)")
-    parser.add_argument("--rounds", type=integer(1, 1 << 16), default=40, help="rounds per job (16-bit seq)")
+    parser.add_argument("--rounds", type=integer(1, (1 << 16) - 1), default=40, help="rounds per job (16-bit seq)")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--values", type=int, default=8)
