@@ -1,7 +1,10 @@
 """Slot utilisation and job completion of ATP vs SwitchML vs ESA on one multi-job trace.
 
 ``python -m tools.agg_measure [--seed N] [--slots P] ...`` prints a table and writes
-``build/agg_measure.csv``. This is a measurement, not a test: nothing is asserted.
+``build/agg_measure.csv``; with ``--sweep`` it runs the trace over a grid of pool sizes
+(``SWEEP_SLOTS``) and loads (``SWEEP_JOBS`` concurrent jobs) instead and writes
+``build/agg_sweep.csv`` and ``.png`` (mean job completion per policy). This is a measurement, not a
+test: nothing is asserted.
 
 ``ClosedLoop`` is a cycle-level harness around a switch that takes at most one packet per cycle
 in arrival order and emits its outputs the next cycle (the RTL's latency 1, see the ``line_rate``
@@ -211,6 +214,47 @@ def simulate(policy, seed, **config):
     return loop, model
 
 
+SWEEP_SLOTS = (4, 6, 8, 12, 16)
+SWEEP_JOBS = (2, 4, 8)
+
+
+def sweep(config, out):
+    """Mean job completion of every policy over ``SWEEP_SLOTS`` x ``SWEEP_JOBS``; CSV and PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = []
+    for jobs in SWEEP_JOBS:
+        for slots in SWEEP_SLOTS:
+            row = dict(jobs=jobs, slots=slots)
+            for policy in POLICIES:
+                if policy == "switchml" and slots < jobs:
+                    row[policy] = ""        # no pool range for every job
+                    continue
+                loop, _ = simulate(policy, **dict(config, jobs=jobs, slots=slots))
+                row[policy] = sum(loop.finish.values()) / max(len(loop.finish), 1)
+            rows.append(row)
+            print(" ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                  flush=True)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fig, axes = plt.subplots(1, len(SWEEP_JOBS), figsize=(4.5 * len(SWEEP_JOBS), 3.6), sharey=True)
+    for ax, jobs in zip(axes, SWEEP_JOBS):
+        for policy in POLICIES:
+            pts = [(r["slots"], r[policy]) for r in rows if r["jobs"] == jobs and r[policy] != ""]
+            ax.plot(*zip(*pts), marker="o", label=policy)
+        ax.set(title=f"{jobs} jobs", xlabel="aggregator slots")
+    axes[0].set(ylabel="mean job completion (cycles)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    print(f"written {out} and {out.with_suffix('.png')}")
+
+
 def main(argv=None):
     parser = Parser(prog="agg_measure", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=integer(0), default=1)
@@ -224,10 +268,15 @@ def main(argv=None):
     parser.add_argument("--jitter", type=integer(0), default=8)
     parser.add_argument("--timeout", type=integer(1), default=400)
     parser.add_argument("--ps-cost", type=integer(1), default=6)
-    parser.add_argument("--out", default=str(BUILD / "agg_measure.csv"))
+    parser.add_argument("--out", default=None, help="CSV path (default build/agg_measure.csv, agg_sweep.csv)")
+    parser.add_argument("--sweep", action="store_true", help="slots x jobs grid instead of one trace")
     args = parser.parse_args(argv)
     AggregatorParams(slots=args.slots, workers=args.workers, values=args.values)   # ValueError naming one
-    config = {k: v for k, v in vars(args).items() if k != "out"}
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "sweep")}
+    if args.sweep:
+        sweep(config, args.out or BUILD / "agg_sweep.csv")
+        return
+    args.out = args.out or str(BUILD / "agg_measure.csv")
     rows = []
     for policy in POLICIES:
         loop, model = simulate(policy, **config)
