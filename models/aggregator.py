@@ -31,7 +31,7 @@ ATP_BOUND = INT32_MAX
 class AggregatorParams(Params):
     """Parameters of ``Aggregator`` and its model."""
     policy: str = param("esa", choices=POLICIES, doc="slot policy")
-    slots: int = param(4, lo=1, hi=1 << 15, doc="aggregator slots (SwitchML: each has two sets)")
+    slots: int = param(4, lo=1, hi=1 << 16, doc="aggregator slots (SwitchML: each has two sets, at most 2**15)")
     workers: int = param(4, lo=2, hi=32, doc="workers (bitmap bits used)")
     values: int = param(8, lo=1, hi=256, doc="int32 values per packet")
     data_bytes: int = param(128, lo=INA_HEADER_BYTES + 4, hi=1024, doc="bus width, bytes")
@@ -45,6 +45,8 @@ class AggregatorParams(Params):
         return INA_HEADER_BYTES + 4 * self.values
 
     def validate(self):
+        if self.policy == "switchml" and self.slots > 1 << 15:
+            self.fail(f"slots = {self.slots}: SwitchML's pool index has 15 slot bits (bit 15 is the set)")
         if self.length > self.data_bytes:
             self.fail(f"an INA packet of values = {self.values} ({self.length} bytes) must fit one "
                       f"beat of data_bytes = {self.data_bytes}")

@@ -25,7 +25,7 @@ from models.headers import INA, Ether
 from models.packet import beats_of
 from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
-from tools.agg_measure import IN_PORT, ClosedLoop, occupancy, simulate
+from tools.agg_measure import IN_PORT, ClosedLoop, job_round, occupancy, simulate
 
 PARAMS = AggregatorParams(slots=4, workers=4, values=2, data_bytes=64)
 #: ``INNET_SCALE=n`` runs n times as many rounds per job.
@@ -91,9 +91,9 @@ async def esa(dut):
             board.check(item)
             out.append(tb.Frame(tb.now(), item[0]))
             h = Ether(item[0])[INA]
-            owner = h.jobseq >> 16          # evicted by another job's packet: preempted
+            owner = job_round(h.jobseq)[0]  # evicted by another job's packet: preempted
             collisions[owner] += h.collision
-            preempted[owner] += h.evict and not h.resend and Ether(taken)[INA].jobseq >> 16 != owner
+            preempted[owner] += h.evict and not h.resend and job_round(Ether(taken)[INA].jobseq)[0] != owner
         assert not board.expected, f"{policy}: cycle {loop.cycle}: the RTL did not emit what the model did"
         state = [int(v.value) for v in probes]
         assert state == expect(), f"{policy}: cycle {loop.cycle}: slot state RTL {state}, model {expect()}"

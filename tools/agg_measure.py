@@ -12,8 +12,8 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
 ``scenarios/test_esa.py`` with the ``Aggregator`` RTL under Verilator:
 
 - ``jobs`` jobs, job ``j`` has priority ``j`` (higher = more urgent under ESA), ``2..workers``
-  workers and ``rounds`` rounds; round ``r`` of job ``j`` is job+seq ``j << 16 | r + 1`` (ATP's
-  seq starts at 1; job+seq 0 marks an empty slot). ATP/ESA: round ``r`` uses slot
+  workers and ``rounds`` rounds; round ``r`` of job ``j`` is job+seq ``(j + 1) << 16 | r`` (``jobseq``;
+  never 0, ATP's empty slot). ATP/ESA: round ``r`` uses slot
   ``(3j + r) mod slots``. SwitchML as deployed: the control plane splits the pool into one range
   per job (sizes differ by at most one); round ``r`` uses slot ``r mod size`` of the job's range,
   set ``(r div size) mod 2``, and a job keeps at most ``size`` rounds outstanding (SwitchML's
@@ -53,6 +53,16 @@ from tools.cli import Parser, integer, run
 BUILD = Path(__file__).resolve().parents[1] / "build"
 #: ``meta.port`` of every packet into the switch; the switch's port towards the PS (its default).
 IN_PORT, PS_PORT = 1, 0
+
+
+def jobseq(j, r):
+    """Job+seq of round ``r`` of job ``j``: never 0 (ATP's empty slot)."""
+    return (j + 1) << 16 | r
+
+
+def job_round(js):
+    """``(job, round)`` of a job+seq."""
+    return (js >> 16) - 1, js & 0xFFFF
 
 
 class ClosedLoop:
@@ -113,7 +123,7 @@ class ClosedLoop:
         return (3 * j + r) % self.slots
 
     def _contribution(self, j, r, w, resend=0):
-        return bytes(ina_packet(w, (j << 16) | (r + 1), self.index(j, r), self.grads[j, r, w].tolist(),
+        return bytes(ina_packet(w, jobseq(j, r), self.index(j, r), self.grads[j, r, w].tolist(),
                                 fanin=self.fanin[j], priority=j, resend=resend))
 
     def _send_round(self, j, r):
@@ -142,7 +152,7 @@ class ClosedLoop:
             return                 # ParameterServer.cc: a piece with a worker already in is dropped whole
         self.ps_bits[h.jobseq] |= h.bitmap
         self.ps_sums[h.jobseq] = self.ps_sums.get(h.jobseq, 0) + np.array(h.values, dtype=np.int64)
-        fanin = self.fanin[h.jobseq >> 16]
+        fanin = self.fanin[job_round(h.jobseq)[0]]
         if self.ps_bits[h.jobseq] == (1 << fanin) - 1:
             self.ps_done.add(h.jobseq)
             ack = ina_packet(0, h.jobseq, h.index, self.ps_sums[h.jobseq].tolist(), fanin=fanin, ack=1,
@@ -151,7 +161,7 @@ class ClosedLoop:
 
     def _on_workers(self, raw):
         h = Ether(raw)[INA]
-        j, r = h.jobseq >> 16, (h.jobseq & 0xFFFF) - 1
+        j, r = job_round(h.jobseq)
         if (j, r) in self.known:
             return
         self.known.add((j, r))
@@ -259,7 +269,7 @@ def main(argv=None):
     parser = Parser(prog="agg_measure", description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=integer(0), default=1)
     parser.add_argument("--jobs", type=integer(1, 256), default=4, help="job j has priority j (one byte)")
-    parser.add_argument("--rounds", type=integer(1, (1 << 16) - 1), default=40, help="rounds per job (16-bit seq)")
+    parser.add_argument("--rounds", type=integer(1, 1 << 16), default=40, help="rounds per job (16-bit seq)")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--values", type=int, default=8)
