@@ -25,7 +25,7 @@ from models.headers import INA, Ether
 from models.packet import beats_of
 from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
-from tools.agg_measure import IN_PORT, ClosedLoop, job_round, occupancy, simulate
+from tools.agg_measure import IN_PORT, SWEEP_JOBS, ClosedLoop, job_round, occupancy, simulate, sweep
 
 PARAMS = AggregatorParams(slots=4, workers=4, values=2, data_bytes=64)
 #: ``INNET_SCALE=n`` runs n times as many rounds per job.
@@ -177,6 +177,29 @@ def test_esa(record_property):
     record_property("innet", {"kind": "scenario", "name": "esa", "seed": seed(), "headline": "; ".join(lines),
                               "files": [OUT / "esa.csv", OUT / "esa.png", *pcaps]})
     assert mean["esa"] <= mean["atp"], f"ESA's mean completion {mean['esa']} is worse than ATP's {mean['atp']}"
+
+
+def test_esa_sweep(record_property):
+    """When each policy wins: the scenario's trace on the golden model over pool sizes x job counts.
+
+    SwitchML never crosses the PS (the switch multicasts the result) and its reserved ranges never
+    collide, so it is fastest once every job's range covers its window; it cannot run with fewer
+    slots than jobs. ATP holds a slot until the PS's ACK returns; ESA frees it on completion and
+    preempts by priority, so it is ahead of ATP once the pool is shared by 4 jobs or more.
+    """
+    cfg = dict(config(), seed=seed())
+    rows = sweep(cfg, OUT / "esa_sweep.csv")
+    for row in rows:
+        assert (row["switchml"] == "") == (row["slots"] < row["jobs"]), row
+    shared = [row for row in rows if row["jobs"] >= 4]
+    worse = [row for row in shared if row["esa"] > row["atp"]]
+    assert not worse, f"ESA slower than ATP with 4 or more jobs: {worse}"
+    ratio = {jobs: [row["atp"] / row["esa"] for row in rows if row["jobs"] == jobs] for jobs in SWEEP_JOBS}
+    headline = "; ".join(f"{jobs} jobs: ATP/ESA mean completion {min(r):.2f}-{max(r):.2f}x"
+                         for jobs, r in ratio.items())
+    print(headline)
+    record_property("innet", {"kind": "scenario", "name": "esa_sweep", "seed": seed(), "headline": headline,
+                              "files": [OUT / "esa_sweep.csv", OUT / "esa_sweep.png"]})
 
 
 pytestmark = pytest.mark.xdist_group("scenario_esa")

@@ -229,7 +229,7 @@ SWEEP_JOBS = (2, 4, 8)
 
 
 def sweep(config, out):
-    """Mean job completion of every policy over ``SWEEP_SLOTS`` x ``SWEEP_JOBS``; CSV and PNG."""
+    """Mean job completion of every policy over ``SWEEP_SLOTS`` x ``SWEEP_JOBS``; CSV and PNG; the rows."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -260,9 +260,12 @@ def sweep(config, out):
         ax.set(title=f"{jobs} jobs", xlabel="aggregator slots")
     axes[0].set(ylabel="mean job completion (cycles)")
     axes[0].legend()
+    fig.suptitle(f"{config['rounds']} rounds per job, window {config['window']}, {config['workers']} workers, "
+                 f"seed {config['seed']}", fontsize="medium")
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=120)
     print(f"written {out} and {out.with_suffix('.png')}")
+    return rows
 
 
 def main(argv=None):
