@@ -290,8 +290,8 @@ async def atp_traffic(t, rng, rounds, loss=0.1, resend=0.1, overflow=0.05, dup=0
         if rng.random() < dup:
             d_rnd, d_w = rng.choice(sent)
             t.send(d_rnd.packet(d_w))
-        if rng.random() < acks:     # early ACK (a round in progress) or stray ACK (no such job+seq)
-            early = rng.choice(sent)[0]
+        if rng.random() < acks:     # early ACK (the round just contributed to) or stray ACK (no such job+seq)
+            early = rnd
             js = early.jobseq if rng.random() < 0.5 else 0xDEAD0000 | rng.randrange(1 << 16)
             t.send(ina_packet(0, js, early.index, [0] * t.values, fanin=early.fanin, ack=1,
                               overflow=int(rng.random() < 0.3), resend=int(rng.random() < 0.3)), {"port": PS_PORT})
@@ -363,7 +363,8 @@ async def random_traffic(dut):
         return
     events, done = ("ack_freed", "forwarded", "flushed"), set()
     for batch in range(BATCHES):    # new jobs until every event was seen (an ESA ACK rarely finds its slot)
-        await traffic(t, rng, make_rounds(rng, nprng, t.params, jobs=3, rounds=20, first_job=3 * batch))
+        rounds = make_rounds(rng, nprng, t.params, jobs=3, rounds=20, first_job=3 * batch)
+        await atp_traffic(t, rng, rounds, acks=0.05 if batch == 0 else 0.3)
         done |= set(t.ps.done)
         if all(t.model.counters[e] for e in events):
             break
