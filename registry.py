@@ -27,6 +27,7 @@ class Block:
     formal: bool = True         #: has formal/test_<name>.py
     stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
     bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
+    variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
 
     def _load(self, module, name):
         return getattr(importlib.import_module(f"{module}.{self.name}"), name)
@@ -66,7 +67,8 @@ BLOCKS = {b.name: b for b in [
     Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
           "Symphony progress register file", spec="§2"),
     Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
-          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina"),
+          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina",
+          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),

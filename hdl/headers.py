@@ -75,12 +75,12 @@ BTH = wire_layout(
     ("ackreq", 1), ("resv7", 7), ("psn", 24))
 
 #: INA (ATP-style aggregation shim, SPEC section 3) after Ethernet/IPv4/UDP: ATP's bitmap, fan-in,
-#: flags, job+seq and aggregator index, plus (*chosen*) the ``evict`` and ``result`` flags, two
-#: reserved bits and an 8-bit ESA priority. ``values`` signed big-endian int32 follow the header.
+#: flags, ECN, job+seq and aggregator index, plus (*chosen*) the ``evict`` and ``result`` flags, one
+#: reserved bit and an 8-bit ESA priority. ``values`` signed big-endian int32 follow the header.
 INA = wire_layout(
     ("bitmap", 32), ("fanin", 8),
     ("overflow", 1), ("resend", 1), ("collision", 1), ("ack", 1), ("evict", 1), ("result", 1),
-    ("resv", 2),
+    ("ecn", 1), ("resv", 1),
     ("jobseq", 32), ("index", 16), ("priority", 8))
 
 
@@ -110,4 +110,4 @@ _check("BTH", BTH, BTH_OFFSET, wire.BTH_BYTES, {"opcode": 8 * wire.BTH_OPCODE_AT
 _check("INA", INA, INA_OFFSET, wire.INA_BYTES,
        {"index": 8 * wire.INA_INDEX_AT, "overflow": _flag(wire.INA_OVERFLOW), "resend": _flag(wire.INA_RESEND),
         "collision": _flag(wire.INA_COLLISION), "ack": _flag(wire.INA_ACK), "evict": _flag(wire.INA_EVICT),
-        "result": _flag(wire.INA_RESULT), "resv": _flag(wire.INA_RESV_MASK)})
+        "result": _flag(wire.INA_RESULT), "ecn": _flag(wire.INA_ECN), "resv": _flag(wire.INA_RESV_MASK)})

@@ -49,13 +49,16 @@ def roce_packet(src="10.0.0.1", dst="10.0.0.2", sport=49152, qp=1, psn=0, op=RC_
 
 
 class INA(Packet):
-    """ATP-style aggregation header (+ evict/result flags and ESA priority), then int32 values."""
+    """ATP-style aggregation header (+ evict/result flags and ESA priority), then int32 values.
+
+    Under SwitchML ``index`` is the pool index: bit 15 the set, bits 14..0 the slot.
+    """
     name = "INA"
     fields_desc = [
         XIntField("bitmap", 0), ByteField("fanin", 0),
         BitField("overflow", 0, 1), BitField("resend", 0, 1), BitField("collision", 0, 1),
         BitField("ack", 0, 1), BitField("evict", 0, 1), BitField("result", 0, 1),
-        BitField("resv", 0, 2),
+        BitField("ecn", 0, 1), BitField("resv", 0, 1),
         XIntField("jobseq", 0), ShortField("index", 0), ByteField("priority", 0),
         FieldListField("values", [], SignedIntField("value", 0)),
     ]

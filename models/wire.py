@@ -64,9 +64,12 @@ INA_HEADER_BYTES = INA_OFFSET + INA_BYTES   # 55
 INA_STRUCT = ">IBBIHB"
 INA_INDEX_AT = INA_OFFSET + 10
 #: Flag bits of the INA flags byte (byte 5 of the header), most significant first on the wire.
-INA_OVERFLOW, INA_RESEND, INA_COLLISION, INA_ACK, INA_EVICT, INA_RESULT = (
-    0x80, 0x40, 0x20, 0x10, 0x08, 0x04)
-INA_RESV_MASK = 0x03
+#: ``ecn`` is ATP's p4ml.ECN: set on an aggregate when a contribution to its slot was ECN-marked.
+INA_OVERFLOW, INA_RESEND, INA_COLLISION, INA_ACK, INA_EVICT, INA_RESULT, INA_ECN = (
+    0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x02)
+INA_RESV_MASK = 0x01
+#: SwitchML's set bit: the most significant bit of the pool index (``udp_receiver.p4``).
+INA_SET_BIT = 0x8000
 
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)

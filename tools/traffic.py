@@ -2,6 +2,7 @@
 
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
+from models import wire
 from models.headers import ina_packet, roce_packet
 from models.packet import beats_of
 
@@ -20,14 +21,24 @@ def roce_beats(component, count, rng):
 
 
 def ina_beats(component, count, rng):
-    """Workers' contributions to rounds of 2 jobs, each round completing (fan-in = workers)."""
+    """Workers' contributions to successive rounds, each round completing (fan-in = workers).
+
+    Round r uses slot r mod slots and job+seq r + 1 (ATP's sequence numbers start at 1; 0 marks an
+    empty slot). ATP and ESA: the PS's ACK follows each round (it frees ATP's slot). SwitchML: the
+    pool index carries the set, (r div slots) mod 2, in its top bit.
+    """
     W, V, P = component.workers, component.values, component.slots
-    beats = []
-    for n in range(count):
-        round_, worker = divmod(n, W)
-        beats.append(_beat(component, ina_packet(worker=worker, jobseq=round_, index=round_ % P, fanin=W,
-                                                 values=[rng.randrange(-1000, 1000) for _ in range(V)]), 0))
-    return beats
+    switchml = component.policy == "switchml"
+    packets, round_ = [], 0
+    while len(packets) < count:
+        index = round_ % P | (wire.INA_SET_BIT if switchml and round_ // P % 2 else 0)
+        packets += [ina_packet(worker=w, jobseq=round_ + 1, index=index, fanin=W,
+                               values=[rng.randrange(-1000, 1000) for _ in range(V)]) for w in range(W)]
+        if not switchml:
+            packets.append(ina_packet(jobseq=round_ + 1, index=index, fanin=W, values=[0] * V, ack=1,
+                                      bitmap=(1 << W) - 1))
+        round_ += 1
+    return [_beat(component, packet, 0) for packet in packets[:count]]
 
 
 def mixed_beats(component, count, rng):
