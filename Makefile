@@ -1,6 +1,7 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
-# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length).
+# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length),
+# SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -8,9 +9,13 @@ JOBS   ?= 2
 PACKETS ?= 20000
 PYTEST_ARGS ?=
 BLOCKS ?=
+SEEDS  ?= 4
+FIRST  ?= 1
+SHARD  ?= 1/1
+TESTS  ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint formal scenarios verilog report bench waves clean
+.PHONY: all setup sim test lint formal scenarios regress regress-merge verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -38,6 +43,14 @@ formal: setup
 scenarios: setup
 	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
 	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
+
+## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit)
+regress: setup
+	$(PY) -m tools.regress --seeds $(SEEDS) --first $(FIRST) --shard $(SHARD) --jobs $(JOBS) $(if $(TESTS),--tests $(TESTS))
+
+## Merge every shard's JUnit file -> build/regress/report.xml, failures with their replay command
+regress-merge: setup
+	$(PY) -m tools.regress --merge build/regress/shard-*.xml
 
 ## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v
 verilog: setup

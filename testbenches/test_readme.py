@@ -154,6 +154,18 @@ def _agg_measure(sh):
     assert [line.split()[0] for line in out.splitlines()[2:5]] == ["atp", "switchml", "esa"], out
 
 
+def _regress(sh):
+    out, _ = sh("make regress SEEDS=2 SHARD=2/2 JOBS=0 TESTS=testbenches/test_headers.py")
+    assert "regress: shard 2/2, seed 2 (2 of 2)" in out and "0 failed -> build/regress/shard-2-of-2.xml" in out, out
+
+
+def _regress_merge(sh):
+    sh("rm -rf build/regress && for i in 1 2; do .venv/bin/python -m tools.regress --seeds 2 --shard $i/2 "
+       "--tests testbenches/test_headers.py; done")
+    out, _ = sh("make regress-merge")
+    assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
+
+
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
@@ -182,6 +194,8 @@ SMOKE = {
     "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
+    "make regress SEEDS=8 SHARD=2/4": _regress,
+    "make regress-merge": _regress_merge,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
     ".venv/bin/python -m tools.agg_measure": _agg_measure,
