@@ -1,7 +1,8 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length),
-# SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths).
+# SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
+# BLOCK, N, MUTANT_ARGS (mutants: the block, how many mutants, more tools.mutants options).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -13,9 +14,12 @@ SEEDS  ?= 4
 FIRST  ?= 1
 SHARD  ?= 1/1
 TESTS  ?=
+BLOCK  ?= spill_buffer
+N      ?=
+MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint formal scenarios regress regress-merge verilog report bench waves clean
+.PHONY: all setup sim test lint formal scenarios regress regress-merge mutants verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -51,6 +55,10 @@ regress: setup
 ## Merge every shard's JUnit file -> build/regress/report.xml, failures with their replay command
 regress-merge: setup
 	$(PY) -m tools.regress --merge build/regress/shard-*.xml
+
+## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
+mutants: setup
+	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 
 ## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v
 verilog: setup

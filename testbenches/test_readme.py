@@ -166,6 +166,17 @@ def _regress_merge(sh):
     assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
 
 
+def _mutants(sh):
+    out, _ = sh("make mutants BLOCK=spill_buffer N=20 MUTANT_ARGS=--list")
+    listed = re.findall(r"^\s*\d+ (cmp|const|arith|logic|drop|init) +hdl/spill_buffer.py:\d+: ", out, re.M)
+    assert len(listed) == 20, out
+
+
+def _mutants_list(sh):
+    out, _ = sh(".venv/bin/python -m tools.mutants aggregator --list")
+    assert re.search(r"^\s*0 \w+ +hdl/aggregator.py:\d+: ", out, re.M), out
+
+
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
@@ -196,6 +207,8 @@ SMOKE = {
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
+    "make mutants BLOCK=spill_buffer N=20": _mutants,
+    ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
     ".venv/bin/python -m tools.agg_measure": _agg_measure,
