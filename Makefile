@@ -19,7 +19,7 @@ N      ?=
 MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint formal scenarios regress regress-merge mutants verilog report bench waves clean
+.PHONY: all setup sim test lint formal scenarios regress regress-merge mutants coverage verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -55,6 +55,12 @@ regress: setup
 ## Merge every shard's JUnit file -> build/regress/report.xml, failures with their replay command
 regress-merge: setup
 	$(PY) -m tools.regress --merge build/regress/shard-*.xml
+
+## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
+coverage: setup
+	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
+	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
+	$(PY) -m tools.coverage $(BLOCKS)
 
 ## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
 mutants: setup

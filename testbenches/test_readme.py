@@ -166,6 +166,12 @@ def _regress_merge(sh):
     assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
 
 
+def _coverage(sh):
+    out, _ = sh("""make coverage BLOCKS=spill_buffer JOBS=0 PYTEST_ARGS='-k "random_traffic and flow"'""")
+    assert re.search(r"^spill_buffer\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
+    assert (sh.root / "build/coverage/spill_buffer/hdl/spill_buffer.py").exists()
+
+
 def _mutants(sh):
     out, _ = sh("make mutants BLOCK=spill_buffer N=20 MUTANT_ARGS=--list")
     listed = re.findall(r"^\s*\d+ (cmp|const|arith|logic|drop|init) +hdl/spill_buffer.py:\d+: ", out, re.M)
@@ -207,6 +213,7 @@ SMOKE = {
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
+    "make coverage BLOCKS=spill_buffer": _coverage,
     "make mutants BLOCK=spill_buffer N=20": _mutants,
     ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
     ".venv/bin/python -m tools.speed": _speed,
