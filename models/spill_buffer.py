@@ -67,6 +67,8 @@ class SpillBufferModel:
     ``step(beat, qdepth, o_ready)`` takes the cycle's inputs (``beat``: the dict on ``i`` when
     ``i.valid``, else None) and returns the outputs the RTL must show in that cycle:
     ``(i_ready, o_valid, o_payload)``; then it advances the state as the clock edge does.
+    ``decision`` is then that cycle's decision on ``i`` (``(kind, port, length, flow)`` or None),
+    ``drained_port`` the port drained in it (or None): what functional coverage samples.
     """
 
     def __init__(self, params=None):
@@ -83,6 +85,7 @@ class SpillBufferModel:
         self.window = self.used = self.rr = self.next_handle = 0
         self.inside, self.header, self.length = False, b"", 0
         self.out = None                                    # the output register
+        self.decision = self.drained_port = None
         self.counters = dict.fromkeys(COUNTERS, 0)
 
     @property
@@ -121,6 +124,7 @@ class SpillBufferModel:
         drain = drain_wants and load
         i_ready, decision = self._decide(beat, qdepth, load, drain_wants)
         outputs = (i_ready, self.out is not None, self.out)
+        self.decision, self.drained_port = decision, chosen if drain else None
 
         # The clock edge.
         if beat is not None and i_ready:

@@ -12,6 +12,41 @@ from models.spill_buffer import SpillBufferModel
 from testbenches import runner, tb
 
 ARP_ETHERTYPE = 0x0806
+DECISIONS = ("forwarded", "spilled", "spill_overflow", "malformed", "stalled")
+CONGESTION = ("<low", "=low", "mid", "=high-1", "=high", ">high")
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+SPILLED_AT_HIGH = "a packet at or above the high watermark is spilled (SPEC 1), never forwarded nor stalled"
+KEPT_IN_ORDER = "a packet of a flow (port) with spilled packets outstanding is spilled behind them (order)"
+NO_PORT = "a malformed packet's port may not exist: congestion and order are not sampled for it"
+
+
+def congestion(depth, low, high):
+    """Where a queue depth sits relative to the watermarks (the decision's edges)."""
+    return ("=high" if depth == high else ">high" if depth > high else "=high-1" if depth == high - 1
+            else "=low" if depth == low else "<low" if depth < low else "mid")
+
+
+def fifo_fill(count, capacity):
+    return "full" if count == capacity else "one_free" if count == capacity - 1 else "empty" if not count \
+        else "partial"
+
+
+def coverage(block):
+    """The spill buffer's functional coverage: every decision and drain outcome at every watermark edge."""
+    cover = tb.Coverage("spill_buffer")
+    cover.point("decision", DECISIONS)
+    cover.point("congestion", CONGESTION)
+    cover.point("ordered", ("outstanding", "clear"))
+    cover.point("fifo_at_spill", ("empty", "partial", "one_free", "full"))
+    cover.point("drain", ("drained", "rate_limited", "output_busy", "above_low"))
+    cover.point("drain_vs_rr", ("at_rr", "after_rr", "wrapped"))
+    cover.cross("decision_x_congestion", "decision", "congestion", unreachable={
+        **{(kind, level): SPILLED_AT_HIGH for kind in ("forwarded", "stalled") for level in ("=high", ">high")},
+        ("malformed", None): NO_PORT})
+    cover.cross("decision_x_ordered", "decision", "ordered", unreachable={
+        ("forwarded", "outstanding"): KEPT_IN_ORDER, ("stalled", "outstanding"): KEPT_IN_ORDER,
+        ("malformed", None): NO_PORT})
+    return cover
 
 
 class TB(tb.BlockTB):
@@ -34,6 +69,7 @@ class TB(tb.BlockTB):
         self.sent, self.out = [], []        # packets in arrival order (= handle); descriptors out
         self.accepts, self.emits = [], []   # cycles of the last beats accepted / descriptors sent
         self.emitted = []                   # (sim time, descriptor) of every descriptor the RTL emitted
+        self.cover = coverage(self.block)
         cocotb.start_soon(self._monitor())
 
     async def reset(self):
@@ -63,7 +99,10 @@ class TB(tb.BlockTB):
                 continue
             i_valid, o_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__valid.value), bool(dut.o__ready.value)
             beat = tb.unpack(beat_layout_, dut.i__payload.value.to_unsigned()) if i_valid else None
-            i_ready, m_valid, m_payload = self.model.step(beat, depth, o_ready)
+            model = self.model
+            fifos, flows, used, rr = [len(f) for f in model.fifos], list(model.flow_count), model.used, model.rr
+            i_ready, m_valid, m_payload = model.step(beat, depth, o_ready)
+            self.sample(beat, i_ready, depth, fifos, flows, used, rr)
             where = f"cycle {self.cycle}, qdepth {depth}"
             if i_valid:
                 assert bool(dut.i__ready.value) == i_ready, \
@@ -84,6 +123,33 @@ class TB(tb.BlockTB):
                 self.queues = [max(q - 1, 0) for q in self.queues]
             depth = self.qdepth()
             dut.qdepth.value = tb.pack(self.block.qdepth.shape(), depth)
+
+    def sample(self, beat, i_ready, depth, fifos, flows, used, rr):
+        """Functional coverage of this cycle, from the model's state before it (``fifos`` ... ``rr``)."""
+        p, decision = self.params, self.model.decision
+        if decision is not None:
+            kind, port, _, flow = decision
+            values = {"decision": kind}
+            if kind != "malformed":
+                outstanding = (flows[flow] if p.order == "flow" else fifos[port]) != 0
+                values.update(congestion=congestion(depth[port], p.low, p.high),
+                              ordered="outstanding" if outstanding else "clear")
+                if kind in ("spilled", "spill_overflow"):
+                    values["fifo_at_spill"] = fifo_fill(fifos[port], p.capacity)
+            self.cover.sample(**values)
+        elif beat is not None and beat["last"] and not i_ready:
+            port = beat["meta"]["port"]
+            self.cover.sample(decision="stalled", congestion=congestion(depth[port], p.low, p.high),
+                              ordered="clear")
+        eligible = [q for q in range(p.ports) if fifos[q] and depth[q] <= p.low]
+        if self.model.drained_port is not None:
+            chosen = self.model.drained_port
+            self.cover.sample(drain="drained",
+                              drain_vs_rr="at_rr" if chosen == rr else "after_rr" if chosen > rr else "wrapped")
+        elif eligible:
+            self.cover.sample(drain="rate_limited" if used >= p.drain_rate else "output_busy")
+        elif any(fifos):
+            self.cover.sample(drain="above_low")
 
     async def drain(self, limit=20000):
         """Once all is sent, remove cross traffic; wait until every spilled packet has left."""
@@ -115,6 +181,7 @@ class TB(tb.BlockTB):
             last[flow] = d["handle"]
             assert d["length"] == len(self.sent[d["handle"]])
         self.write_pcaps(outputs=self.emitted)    # out: the stored packets the RTL's descriptors name
+        self.cover.write()
         cocotb.log.info("%s: %d in, counters %s, %d cycles", name, len(self.sent), counters, self.cycle)
 
 

@@ -12,11 +12,15 @@ above it. Per block it reports
   its signals toggled);
 - branch points (each ``if``/``case`` arm of the generated Verilog) hit;
 - toggle points (each bit of each signal, 0->1 and 1->0) hit;
+- functional coverage: the bins of the cover points and crosses its testbench declares
+  (``tb.Coverage``, written per test to ``functional.json``) hit by some test, every bin never hit,
+  and the bins declared unreachable with their reasons;
 
 writes ``build/coverage/<block>/<file>.py`` annotated (hits per line; ``%%%%`` marks a line never
 exercised) and ``build/coverage/summary.csv``, and lists the lines never exercised.
 """
 import csv
+import json
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -136,6 +140,19 @@ def merge(name):
     return lines
 
 
+def functional(name):
+    """Block ``name``'s functional coverage merged over its tests: {item: {"bins": {bin: hits},
+    "unreachable": {bin: reason}}}, or {} when its testbench declares none."""
+    items = {}
+    for path in sorted((BUILD / name).glob("*-cov/*/functional.json")):
+        for item, record in json.loads(path.read_text())["items"].items():
+            merged = items.setdefault(item, {"bins": {}, "unreachable": {}})
+            for b, hits in record["bins"].items():
+                merged["bins"][b] = merged["bins"].get(b, 0) + hits
+            merged["unreachable"].update(record["unreachable"])
+    return items
+
+
 def exercised(stat):
     """Whether a source line's logic ever did something (see the module docstring)."""
     if stat["line"][1] or stat["branch"][1]:
@@ -173,7 +190,7 @@ def main(argv=None):
     names = names or [n for n in BLOCKS if list((BUILD / n).glob("*-cov/*/coverage.dat"))]
     if not names:
         raise ValueError("no coverage data under build/: run `make coverage` first")
-    rows, missed = [], {}
+    rows, missed, holes, excused = [], {}, {}, {}
     for name in names:
         lines = merge(name)
         annotate(name, lines)
@@ -181,7 +198,12 @@ def main(argv=None):
                  for k in ("branch", "toggle")}
         hit = [key for key, stat in lines.items() if exercised(stat)]
         missed[name] = sorted(key for key in lines if key not in hit)
-        rows.append({"block": name, "lines": len(lines), "lines_hit": len(hit),
+        cover = functional(name)
+        bins = [(item, b) for item, r in cover.items() for b in r["bins"]]
+        holes[name] = [(item, b) for item, b in bins if not cover[item]["bins"][b]]
+        excused[name] = [(item, b, why) for item, r in cover.items() for b, why in r["unreachable"].items()]
+        rows.append({"block": name, "bins": len(bins), "bins_hit": len(bins) - len(holes[name]),
+                     "lines": len(lines), "lines_hit": len(hit),
                      "branches": total["branch"][1], "branches_hit": total["branch"][0],
                      "toggles": total["toggle"][1], "toggles_hit": total["toggle"][0]})
     OUT.mkdir(parents=True, exist_ok=True)
@@ -193,10 +215,16 @@ def main(argv=None):
     def pct(a, b):
         return f"{a}/{b} ({100 * a / b:.1f} %)" if b else "-"
 
-    print(f"{'block':<18}{'RTL lines exercised':>24}{'branches hit':>24}{'toggles hit':>26}")
+    print(f"{'block':<18}{'functional bins hit':>24}{'RTL lines exercised':>24}{'branches hit':>24}"
+          f"{'toggles hit':>26}")
     for r in rows:
-        print(f"{r['block']:<18}{pct(r['lines_hit'], r['lines']):>24}{pct(r['branches_hit'], r['branches']):>24}"
-              f"{pct(r['toggles_hit'], r['toggles']):>26}")
+        print(f"{r['block']:<18}{pct(r['bins_hit'], r['bins']):>24}{pct(r['lines_hit'], r['lines']):>24}"
+              f"{pct(r['branches_hit'], r['branches']):>24}{pct(r['toggles_hit'], r['toggles']):>26}")
+    for name in names:
+        for item, b in holes[name]:
+            print(f"  never hit: {name}.{item} {b}")
+        for item, b, why in excused[name]:
+            print(f"  unreachable: {name}.{item} {b}: {why}")
     for name, keys in missed.items():
         for file, n in keys:
             print(f"  never exercised: {file}:{n}: {(ROOT / file).read_text().splitlines()[n - 1].strip()}")
