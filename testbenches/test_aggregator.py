@@ -22,8 +22,8 @@ from cocotb.triggers import RisingEdge
 from hdl import headers
 from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
 from hdl.packet import beat_layout
+from models.aggregator import ACK, INT32_MAX, INT32_MIN, OVERFLOW, RESEND, AggregatorModel, atp_add
 from models.aggregator import COUNTERS as MODEL_COUNTERS
-from models.aggregator import INT32_MAX, INT32_MIN, AggregatorModel, atp_add
 from models.headers import INA, IP, Ether, ina_packet, roce_packet
 from models.wire import INA_SET_BIT
 from testbenches import runner, tb
@@ -125,6 +125,39 @@ class PS:
                 f"job+seq {js:#x}: total {self.sums[js].tolist()} != numpy {list(map(int, total))}")
 
 
+KINDS = ("data", "resend", "overflow", "ack", "other")
+#: Outcomes a policy has no rule for: SwitchML has no job+seq, PS or collision; ATP does not preempt.
+NEVER = {"switchml": ("collision", "forwarded", "flushed", "preempted", "ack_freed"), "atp": ("preempted",)}
+NOT_OURS = "a packet that is not a well-formed INA contribution or ACK touches no slot"
+
+
+def coverage(policy):
+    """Every outcome counter; ATP/ESA: packet kind x what its slot held; ESA: contests by priority;
+    SwitchML: the set's progress at each packet."""
+    cover = tb.Coverage(f"aggregator.{policy}")
+    cover.point("outcome", [c for c in MODEL_COUNTERS if c not in NEVER.get(policy, ())])
+    cover.point("kind", ("data", "ack", "other") if policy == "switchml" else KINDS)   # SwitchML: no flags
+    if policy == "switchml":
+        cover.point("set", ("fresh", "mid", "completes", "complete"))
+        cover.point("retransmission", ("yes", "no"))
+        cover.cross("set_x_retransmission", "set", "retransmission", unreachable={
+            ("fresh", "yes"): "a retransmission finds its bit set: the set is mid-round or complete",
+            ("completes", "yes"): "a retransmission only reads the count-down, it completes nothing",
+            ("complete", "no"): "a set at count 0 without the packet's bit starts a new round (fresh)"})
+        return cover
+    # ESA frees a slot the moment its round completes: it never holds a complete round.
+    cover.point("slot", ("empty", "same", "other") + (("same_complete",) if policy == "atp" else ()))
+    cover.cross("kind_x_slot", "kind", "slot", unreachable={("other", None): NOT_OURS})
+    if policy == "esa":
+        cover.point("contest", ("preempted", "collided"))
+        cover.point("priority", ("higher", "equal", "lower"))
+        only = "ESA preempts only a strictly lower-priority holder"
+        cover.cross("contest_x_priority", "contest", "priority", unreachable={
+            ("preempted", "equal"): only, ("preempted", "lower"): only,
+            ("collided", "higher"): "a strictly higher priority always preempts (or flushes a resend)"})
+    return cover
+
+
 class TB(tb.BlockTB):
     """DUT + golden model + scoreboard + PS; every packet sent goes to both DUT and model."""
 
@@ -142,6 +175,7 @@ class TB(tb.BlockTB):
         self.cycle = 0
         self.muted = False  # while the DUT is being reset, outputs are discarded unanswered
         self.answer = True  # the PS answers complete rounds with an ACK
+        self.cover = coverage(self.policy)
         self.fresh()
         cocotb.start_soon(self._count_cycles())
         cocotb.start_soon(self._consume())
@@ -177,9 +211,47 @@ class TB(tb.BlockTB):
             meta = {"port": worker_port(h.bitmap.bit_length() - 1) if h is not None and h.bitmap else 99}
         self.source.send_nowait(raw, meta)
         self.sent.append(raw)
+        before, values = dict(self.model.counters), self.sample_before(raw)
         for item in self.model.process(raw, meta):
             self.board.expect(item)
             self.expected += 1
+        for outcome in (k for k, v in self.model.counters.items() if v != before[k]):
+            self.cover.sample(outcome=outcome, **values)
+            if outcome in ("preempted", "collision") and "priority" in values and values.get("kind") == "data":
+                self.cover.sample(contest="preempted" if outcome == "preempted" else "collided",
+                                  priority=values["priority"])
+
+    def sample_before(self, raw):
+        """Coverage values of packet ``raw`` from the model's state before it is processed."""
+        model = self.model
+        if not model.is_ina(raw) or len(raw) != model.length:
+            return {"kind": "other"}
+        h = model._header(raw)
+        kind = ("ack" if h["flags"] & ACK else "data" if self.policy == "switchml" else "overflow"
+                if h["flags"] & OVERFLOW else "resend" if h["flags"] & RESEND else "data")
+        if kind != "ack" and not model._valid_contribution(h):
+            return {"kind": "other"}
+        if self.policy == "switchml":
+            if kind == "ack":
+                return {"kind": kind}
+            pool, s = model.pool[h["index"] & ~INA_SET_BIT], h["index"] >> 15
+            retransmission = bool(pool.bitmap[s] & h["bitmap"])
+            count = pool.count[s]
+            if retransmission:
+                progress = "complete" if count == 0 else "mid"
+            else:
+                progress = "fresh" if count == 0 else "completes" if count == 1 else "mid"
+            return {"kind": kind, "set": progress, "retransmission": "yes" if retransmission else "no"}
+        if h["index"] >= model.slots:
+            return {"kind": kind}
+        slot = model.state[h["index"]]
+        held = ("empty" if slot.jobseq == 0 else "other" if slot.jobseq != h["jobseq"]
+                else "same_complete" if slot.count == h["fanin"] else "same")
+        values = {"kind": kind, "slot": held}
+        if held == "other":
+            values["priority"] = ("higher" if h["priority"] > slot.priority else "equal"
+                                  if h["priority"] == slot.priority else "lower")
+        return values
 
     async def drain(self):
         """Wait until every packet sent went through and every expected output came out."""
@@ -221,6 +293,7 @@ class TB(tb.BlockTB):
         counters = self.check_counters(self.model.counters)
         self.conserved("packets in", len(self.sent), **counters)
         self.write_pcaps()
+        self.cover.write()
         cocotb.log.info("%s: counters %s", name, counters)
         return counters
 
