@@ -8,7 +8,7 @@ from cocotb.triggers import RisingEdge
 from hdl.packet import beat_layout
 from hdl.spill_buffer import SpillBuffer, SpillBufferParams
 from models.headers import IP, UDP, Ether, Raw, roce_packet
-from models.spill_buffer import SpillBufferModel
+from models.spill_buffer import MIN_LENGTH, SpillBufferModel
 from testbenches import runner, tb
 
 ARP_ETHERTYPE = 0x0806
@@ -335,6 +335,27 @@ async def malformed_packets(dut):
     await t.drain()
     assert t.counters()["malformed"] == len(bad) and t.counters()["forwarded"] == len(bad)
     t.check("malformed_packets")
+
+
+@cocotb.test()
+async def parser_limits(dut):
+    """Frames one byte short of, exactly at and one byte past the 42-byte Ethernet/IPv4/UDP header
+    (MIN_LENGTH), and at the bus-width boundary (one beat exactly, one byte into the second beat):
+    only the short one is malformed."""
+    t = TB(dut)
+    await t.reset()
+    t.fixed = [0] * t.ports
+    raw = bytes(packet(flows(random.Random(7), 1)[0], 0, size=3 * t.block.data_bytes))
+    width = t.block.data_bytes
+    lengths = [MIN_LENGTH - 1, MIN_LENGTH, MIN_LENGTH + 1, width - 1, width, width + 1]
+    for n, length in enumerate(lengths):
+        t.send(raw[:length], n % t.ports)
+    await t.drain()
+    counters = t.counters()
+    assert counters["malformed"] == 1 and counters["forwarded"] == len(lengths) - 1, counters
+    lengths_out = sorted(d["length"] for d in t.out)
+    assert lengths_out == sorted(lengths[1:]), lengths_out
+    t.check("parser_limits")
 
 
 @cocotb.test()
