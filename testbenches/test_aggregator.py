@@ -765,6 +765,7 @@ async def malformed(dut):
         roce_packet(payload=rng.randbytes(400)),                       # multi-beat, passes
         roce_packet(payload=b"x"),                                     # single beat, passes
         good[:37],                                                     # too short to tell: passes
+        good[:38],                                                     # UDP ports readable: INA, short
         good[:54], good[:-1], good + b"\0",                            # too short / long
         ina_packet(0, 5, 0, [1] * (V + 40), fanin=W),                  # multi-beat INA
         ina_packet(0, 5, P, [1] * V, fanin=W),                         # index out of range
@@ -783,7 +784,7 @@ async def malformed(dut):
         t.send(pkt)
     await t.drain()
     counters = t.finish("malformed")
-    assert counters["passed"] == 4 and counters["malformed"] == 4 and counters["bad_header"] == 11
+    assert counters["passed"] == 4 and counters["malformed"] == 5 and counters["bad_header"] == 11
     assert all(v == 0 for k, v in counters.items() if k not in ("passed", "malformed", "bad_header"))
 
 
