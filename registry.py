@@ -70,6 +70,8 @@ BLOCKS = {b.name: b for b in [
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),
+    Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc", formal=False),
 ]}
 
 

@@ -2,7 +2,8 @@
 
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
-from models.headers import ina_packet, roce_packet
+from models import wire
+from models.headers import ina_packet, mrc_packet, roce_packet, usid_address
 from models.packet import beats_of
 
 
@@ -37,5 +38,18 @@ def mixed_beats(component, count, rng):
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
 
 
+def mrc_descriptors(component, count, rng):
+    """uSID forwarder descriptors: MRC packets to random uSIDs (one per cycle; the table is empty)."""
+    p, hdr = component.params, wire.MRC_HEADER_BYTES
+    out = []
+    for n in range(count):
+        raw = bytes(mrc_packet(ev=rng.getrandbits(32), psn=n, payload=bytes(64),
+                               da=usid_address(p.locator, [p.my_usid, rng.randrange(1, 1 << 16)])))
+        out.append({"hdr": int.from_bytes(raw[:hdr], "little"), "length": len(raw), "port": n % p.ports,
+                    "data_depth": [rng.randrange(p.data_capacity) for _ in range(p.ports)],
+                    "prio_depth": [0] * p.ports})
+    return out
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
-STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats}
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors}
