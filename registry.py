@@ -72,6 +72,9 @@ BLOCKS = {b.name: b for b in [
           stimulus="mixed"),
     Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc", formal=False),
+    Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests",
+          formal=False),
 ]}
 
 

@@ -51,5 +51,15 @@ def mrc_descriptors(component, count, rng):
     return out
 
 
+def ev_requests(component, count, rng):
+    """EV selector requests: backups fill the slots, then a selection every cycle with ECN echoes."""
+    p = component.params
+    fill = [{"want": 0, "event": {"valid": 1, "kind": 5, "plane": n % p.planes, "ev": n}}
+            for n in range(min(count, p.n_ev))]
+    return fill + [{"want": 1, "event": {"valid": n % 3 == 0, "kind": 0, "slot": rng.randrange(p.n_ev),
+                                         "ev": rng.randrange(p.n_ev)}} for n in range(count - len(fill))]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
-STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors}
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
+           "ev_requests": ev_requests}
