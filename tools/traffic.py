@@ -60,6 +60,11 @@ def ev_requests(component, count, rng):
                                          "ev": rng.randrange(p.n_ev)}} for n in range(count - len(fill))]
 
 
+def evs(component, count, rng):
+    """EV expander requests: random EVs (the reset configuration refuses all but 0)."""
+    return [{"ev": rng.getrandbits(component.params.ev_bits)} for _ in range(count)]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
 STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
-           "ev_requests": ev_requests}
+           "ev_requests": ev_requests, "evs": evs}
