@@ -75,7 +75,7 @@ BLOCKS = {b.name: b for b in [
     Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
     Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs", formal=False),
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
 ]}
 
 
