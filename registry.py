@@ -72,6 +72,12 @@ BLOCKS = {b.name: b for b in [
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),
+    Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
+    Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
+    Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
 ]}
 
 

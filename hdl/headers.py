@@ -111,3 +111,15 @@ _check("INA", INA, INA_OFFSET, wire.INA_BYTES,
        {"index": 8 * wire.INA_INDEX_AT, "overflow": _flag(wire.INA_OVERFLOW), "resend": _flag(wire.INA_RESEND),
         "collision": _flag(wire.INA_COLLISION), "ack": _flag(wire.INA_ACK), "evict": _flag(wire.INA_EVICT),
         "result": _flag(wire.INA_RESULT), "ecn": _flag(wire.INA_ECN), "resv": _flag(wire.INA_RESV_MASK)})
+
+#: IPv6 fixed header (SPEC section 5: the outer and inner headers of an MRC packet); ``tc`` is the
+#: traffic class (DSCP in its upper six bits, ECN in the lower two).
+IPV6 = wire_layout(
+    ("version", 4), ("tc", 8), ("fl", 20), ("plen", 16), ("nh", 8), ("hlim", 8),
+    ("src", 128), ("dst", 128))
+
+_check("IPV6", IPV6, wire.OUTER_OFFSET, wire.IPV6_BYTES,
+       {"plen": 8 * (wire.OUTER_OFFSET + wire.IPV6_PLEN_AT), "nh": 8 * (wire.OUTER_OFFSET + wire.IPV6_NH_AT),
+        "hlim": 8 * (wire.OUTER_OFFSET + wire.IPV6_HLIM_AT), "src": 8 * (wire.OUTER_OFFSET + wire.IPV6_SRC_AT),
+        "dst": 8 * (wire.OUTER_OFFSET + wire.IPV6_DST_AT)})
+__all__ += ["IPV6"]

@@ -3,7 +3,7 @@
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
 from models import wire
-from models.headers import ina_packet, roce_packet
+from models.headers import ina_packet, mrc_packet, roce_packet, usid_address
 from models.packet import beats_of
 
 
@@ -48,5 +48,33 @@ def mixed_beats(component, count, rng):
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
 
 
+def mrc_descriptors(component, count, rng):
+    """uSID forwarder descriptors: MRC packets to random uSIDs (one per cycle; the table is empty)."""
+    p, hdr = component.params, wire.MRC_HEADER_BYTES
+    out = []
+    for n in range(count):
+        raw = bytes(mrc_packet(ev=rng.getrandbits(32), psn=n, payload=bytes(64),
+                               da=usid_address(p.locator, [p.my_usid, rng.randrange(1, 1 << 16)])))
+        out.append({"hdr": int.from_bytes(raw[:hdr], "little"), "length": len(raw), "port": n % p.ports,
+                    "data_depth": [rng.randrange(p.data_capacity) for _ in range(p.ports)],
+                    "prio_depth": [0] * p.ports})
+    return out
+
+
+def ev_requests(component, count, rng):
+    """EV selector requests: backups fill the slots, then a selection every cycle with ECN echoes."""
+    p = component.params
+    fill = [{"want": 0, "event": {"valid": 1, "kind": 5, "plane": n % p.planes, "ev": n}}
+            for n in range(min(count, p.n_ev))]
+    return fill + [{"want": 1, "event": {"valid": n % 3 == 0, "kind": 0, "slot": rng.randrange(p.n_ev),
+                                         "ev": rng.randrange(p.n_ev)}} for n in range(count - len(fill))]
+
+
+def evs(component, count, rng):
+    """EV expander requests: random EVs (the reset configuration refuses all but 0)."""
+    return [{"ev": rng.getrandbits(component.params.ev_bits)} for _ in range(count)]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
-STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats}
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
+           "ev_requests": ev_requests, "evs": evs}
