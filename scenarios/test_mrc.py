@@ -254,7 +254,7 @@ def test_mrc(record_property):
             rows.append((name, t, round(g, 3), on_x, sum(paths.values()), depths[0]))
     rows += [("ecmp", (k + 1) * window, round(g, 3), "", "", "") for k, g in enumerate(base)]
     write_csv("mrc", ["run", "cycle", "goodput", "packets_on_uplink0", "packets", "uplink0_queue"], rows)
-    with figure("mrc", cols=3) as (fa, fb, fc):
+    with figure("mrc", cols=3, seed=seed) as (fa, fb, fc):
         for ax, names in ((fa, ("drop", "no_drop")), (fb, ("collide", "ignore")), (fc, ("fail",))):
             for name in names:
                 ax.plot([s[0] for s in r[name]["samples"]], [s[1] for s in r[name]["samples"]], label=name)
