@@ -68,7 +68,9 @@ class SpillNode(wiring.Component):
         self.commit = Signal()                  # a DATA frame is stored in this cycle
         self.pop = Signal()                     # the last beat of a returned frame leaves
         self.port_out = Signal(range(P))        # port of the frame on o
-        self.write = None                       # the memory write port (set in elaborate)
+        self.write = self.mem.write_port()      # the memory's one write port
+        self.parser = Parser(self.i.payload, self.i.valid, header_bytes=wire.SPILL_HEADER_BYTES, hold=True)
+        self.full_held = Signal()               # the frame's FIFO was full at its first beat
 
     def elaborate(self, platform):
         m = Module()
@@ -80,13 +82,13 @@ class SpillNode(wiring.Component):
         beat = self.i.payload
         transfer = self.i.valid
         m.d.comb += self.i.ready.eq(1)
-        m.submodules.parser = parser = Parser(beat, transfer, header_bytes=wire.SPILL_HEADER_BYTES, hold=True)
+        m.submodules.parser = parser = self.parser
         eth = wire_view(ETHERNET, parser.header, wire.ETH_OFFSET)
         shim = wire_view(SPILL, parser.header, wire.SPILL_OFFSET)
         port_ok = shim.port < P
         port = shim.port[:max(1, (P - 1).bit_length())]
         beat_no = Signal(range(B + 1))          # beats of the frame before this one (saturating)
-        full_held = Signal()
+        full_held = self.full_held
         full = Mux(parser.first, port_ok & (counts[port] == C), full_held)
         with m.If(transfer):
             m.d.sync += beat_no.eq(Mux(beat.last, 0, Mux(beat_no == B, B, beat_no + 1)))
@@ -94,7 +96,7 @@ class SpillNode(wiring.Component):
                 m.d.sync += full_held.eq(full)
         index = Mux(parser.first, 0, beat_no)
 
-        self.write = write = mem.write_port()
+        write = self.write
         slot = Signal(range(P * C))
         m.d.comb += [
             slot.eq(port * C + tails[port]),
