@@ -3,13 +3,15 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.headers import SPILL_HEADER_BYTES
 from hdl.packet import packet_signature
 from hdl.parse import Parser
+from hdl.spill_node import link_layout
 from models.params import check
 from models.spill_buffer import COUNTERS, CREDIT_COUNTERS, MIN_LENGTH, SPILL, SpillBufferParams
 
 __all__ = ["SpillBuffer", "SpillCore", "CreditCore", "SpillBufferParams", "COUNTERS", "CREDIT_COUNTERS",
-           "MIN_LENGTH", "descriptor_layout", "arrival_layout", "verdict_layout"]
+           "MIN_LENGTH", "descriptor_layout", "arrival_layout", "verdict_layout", "Encapsulator"]
 
 SEQ_BITS = 16
 
@@ -370,4 +372,46 @@ class CreditCore(wiring.Component):
             with m.If(event):
                 m.d.sync += counter.eq(counter + 1)
         m.d.comb += [self.credits[q].eq(self.credit[q]) for q in range(P)]
+        return m
+
+
+class Encapsulator(wiring.Component):
+    """Prepends a spill header to a packet: the byte stream ``i`` (one packet after another) leaves on
+    ``o`` as ``hdr`` (``SPILL_HEADER_BYTES`` bytes, byte 0 in the low lane, sampled at each packet's
+    first beat) followed by the packet. Each output beat is the previous input beat's top 22 bytes
+    (or the header) and the current beat's low ``data_bytes - 22``; a last input beat holding more
+    than ``data_bytes - 22`` bytes is followed by one extra output beat. ``i.ready = o.ready``
+    except during that extra beat; no added latency (combinational path from ``i`` to ``o``).
+    """
+
+    def __init__(self, data_bytes=64):
+        if not isinstance(data_bytes, int) or data_bytes <= SPILL_HEADER_BYTES:
+            raise ValueError(f"Encapsulator: data_bytes = {data_bytes!r} must be an int above {SPILL_HEADER_BYTES}")
+        self.data_bytes, self.H = data_bytes, SPILL_HEADER_BYTES
+        layout = link_layout(data_bytes)
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout)),
+                          "hdr": In(8 * SPILL_HEADER_BYTES)})
+
+    def elaborate(self, platform):
+        m = Module()
+        W, H = self.data_bytes, self.H
+        beat, out = self.i.payload, self.o.payload
+        inside, extra = Signal(), Signal()
+        carry, extra_keep = Signal(8 * H), Signal(H)
+        head = Mux(inside, carry, self.hdr)
+        spills = beat.keep[W - H]               # the last beat has more than W - H bytes
+        with m.If(extra):
+            m.d.comb += [self.o.valid.eq(1), out.data.eq(carry), out.keep.eq(extra_keep), out.last.eq(1),
+                         out.first.eq(0), self.i.ready.eq(0)]
+            with m.If(self.o.ready):
+                m.d.sync += extra.eq(0)
+        with m.Else():
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                         out.data.eq(Cat(head, beat.data[:8 * (W - H)])),
+                         out.keep.eq(Cat(Const((1 << H) - 1, H), beat.keep[:W - H])),
+                         out.last.eq(beat.last & ~spills), out.first.eq(~inside)]
+            with m.If(self.i.valid & self.o.ready):
+                m.d.sync += [carry.eq(beat.data[8 * (W - H):]), inside.eq(~beat.last)]
+                with m.If(beat.last & spills):
+                    m.d.sync += [extra.eq(1), extra_keep.eq(beat.keep[W - H:])]
         return m
