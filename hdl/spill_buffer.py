@@ -11,7 +11,8 @@ from models.params import check
 from models.spill_buffer import COUNTERS, CREDIT_COUNTERS, MIN_LENGTH, SPILL, SpillBufferParams
 
 __all__ = ["SpillBuffer", "SpillCore", "CreditCore", "SpillBufferParams", "COUNTERS", "CREDIT_COUNTERS",
-           "MIN_LENGTH", "descriptor_layout", "arrival_layout", "verdict_layout", "Encapsulator"]
+           "MIN_LENGTH", "descriptor_layout", "arrival_layout", "verdict_layout", "Encapsulator",
+           "Decapsulator"]
 
 SEQ_BITS = 16
 
@@ -414,4 +415,51 @@ class Encapsulator(wiring.Component):
                 m.d.sync += [carry.eq(beat.data[8 * (W - H):]), inside.eq(~beat.last)]
                 with m.If(beat.last & spills):
                     m.d.sync += [extra.eq(1), extra_keep.eq(beat.keep[W - H:])]
+        return m
+
+
+class Decapsulator(wiring.Component):
+    """Strips the spill header: each frame on ``i`` leaves on ``o`` without its first
+    ``SPILL_HEADER_BYTES`` bytes. Output beat k is the top ``data_bytes - 22`` bytes of input beat k
+    and the low 22 bytes of input beat k + 1: the first input beat is absorbed without output (one
+    beat of lookahead), and a last input beat with more than 22 bytes is followed by one extra
+    output beat. A frame of at most 22 bytes produces nothing (the caller drops it as malformed).
+    """
+
+    def __init__(self, data_bytes=64):
+        if not isinstance(data_bytes, int) or data_bytes <= SPILL_HEADER_BYTES:
+            raise ValueError(f"Decapsulator: data_bytes = {data_bytes!r} must be an int above {SPILL_HEADER_BYTES}")
+        self.data_bytes, self.H = data_bytes, SPILL_HEADER_BYTES
+        layout = link_layout(data_bytes)
+        super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        W, H = self.data_bytes, self.H
+        beat, out = self.i.payload, self.o.payload
+        have, emitted, flush = Signal(), Signal(), Signal()
+        held, flush_keep = Signal(8 * (W - H)), Signal(W - H)
+        rest = beat.keep[H]                     # the beat holds more than H bytes
+        with m.If(flush):
+            m.d.comb += [self.o.valid.eq(1), out.data.eq(held), out.keep.eq(flush_keep), out.last.eq(1),
+                         out.first.eq(~emitted), self.i.ready.eq(0)]
+            with m.If(self.o.ready):
+                m.d.sync += [flush.eq(0), emitted.eq(0)]
+        with m.Elif(~have):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(self.i.valid):
+                m.d.sync += [held.eq(beat.data[8 * H:]), have.eq(~beat.last)]
+                with m.If(beat.last & rest):
+                    m.d.sync += [flush.eq(1), flush_keep.eq(beat.keep[H:])]
+        with m.Else():
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready),
+                         out.data.eq(Cat(held, beat.data[:8 * H])),
+                         out.keep.eq(Cat(Const((1 << (W - H)) - 1, W - H), beat.keep[:H])),
+                         out.last.eq(beat.last & ~rest), out.first.eq(~emitted)]
+            with m.If(self.i.valid & self.o.ready):
+                m.d.sync += [held.eq(beat.data[8 * H:]), emitted.eq(~(beat.last & ~rest))]
+                with m.If(beat.last):
+                    m.d.sync += have.eq(0)
+                    with m.If(rest):
+                        m.d.sync += [flush.eq(1), flush_keep.eq(beat.keep[H:])]
         return m
