@@ -201,7 +201,8 @@ class CreditSpec(Elaboratable):
         P, C, F, S = p.ports, p.capacity, p.flows, p.return_slots
         m.d.comb += [core.d.valid.eq(AnySeq(1)), core.d.payload.eq(AnySeq(core.d.payload.shape().size)),
                      core.qdepth.eq(AnySeq(core.qdepth.shape().size)), core.v.ready.eq(AnySeq(1)),
-                     core.req.ready.eq(AnySeq(1)), core.ret_valid.eq(AnySeq(1)), core.ret_port.eq(AnySeq(8))]
+                     core.req.ready.eq(AnySeq(1)), core.ret_valid.eq(AnySeq(1)), core.ret_port.eq(AnySeq(8)),
+                     core.ret_bad.eq(AnySeq(1)), core.hold.eq(AnySeq(P))]
         v, a = core.v.payload, core.d.payload
         decided = core.d.valid & core.v.ready
         spill = decided & (v.kind == 1)
@@ -229,7 +230,7 @@ class CreditSpec(Elaboratable):
         held = ShiftFifo(m, record, S + 1, "held")
         inflight = [Signal(range(C + 1), name=f"inflight{q}") for q in range(P)]
         ret_port = core.ret_port[:1]
-        ret_fits = core.ret_valid & (core.ret_port < P)
+        ret_fits = core.ret_valid & ~core.ret_bad & (core.ret_port < P)
         m.d.comb += Assert(core.ret_ok == (ret_fits & (Array(inflight)[ret_port] != 0)),
                            "a return is accepted iff it was asked for")
         for q in range(P):
@@ -267,6 +268,8 @@ class CreditSpec(Elaboratable):
         m.d.comb += [
             Assert(~core.req.valid | (Array(core.qdepth)[core.req.payload.port[:1]] <= p.low),
                    "drain request only when the queue depth is <= low"),
+            Assert(~core.req.valid | ~core.hold.bit_select(core.req.payload.port[:1], 1),
+                   "no drain request for a held port"),
             Assert(~requested | (used < p.drain_rate), "at most drain_rate requests per window"),
             Assert(window == core.window, "windows aligned"), Assert(used == core.used, "requests in this window"),
         ]
