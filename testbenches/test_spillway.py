@@ -231,7 +231,7 @@ def sizes(t):
     return [max(0, n - base) for n in (base, base + 1, W, W + 1, 2 * W, 2 * W + 1, t.params.mtu)]
 
 
-async def phases(t, rng, count, flows_, congested=(0.4, 0.8)):
+async def phases(t, rng, count, flows_, congested=(0.2, 0.5)):
     """Send ``count`` packets of random flows and sizes while cross traffic comes and goes."""
     high = t.params.high
     for n in range(count):
