@@ -178,7 +178,8 @@ class CreditCoreModel:
     ``arrival`` the descriptor on ``d`` (dict with handle, port, length, flow, malformed) or None;
     ``v_ready``; ``req_ready``; ``ret`` the origin port of a RETURN frame whose first beat arrives
     this cycle, or None; ``done`` a dict (port, flow, seq) of a re-injected packet whose last beat
-    left this cycle, or None; ``hold`` a list of per-port flags (a held port asks for no drain), or None. It returns ``(d_ready, verdict, req_port, ret_ok)`` as the RTL shows
+    left this cycle, or None; ``hold`` a list of per-port flags (a held port asks for no drain), or None.
+    It returns ``(d_ready, verdict, req_port, ret_ok)`` as the RTL shows
     them (``verdict`` a dict or None when ``d.valid`` is low; ``req_port`` None when ``req.valid`` is
     low), then advances the state as the clock edge does.
 
