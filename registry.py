@@ -64,6 +64,8 @@ BLOCKS = {b.name: b for b in [
           bench={"data_bytes": 64}),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
           "Spillway spill buffer manager", spec="§1"),
+    Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
+          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1"),
     Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
           "Symphony progress register file", spec="§2"),
     Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",

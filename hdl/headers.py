@@ -22,14 +22,16 @@ from models.wire import (
     IPPROTO_UDP,
     ROCE_HEADER_BYTES,
     ROCEV2_PORT,
+    SPILL_HEADER_BYTES,
+    SPILL_OFFSET,
     UDP_OFFSET,
 )
 
 __all__ = [
     "wire_layout", "wire_view", "wire_bytes", "wire_bit",
-    "ETHERNET", "IPV4", "UDP", "BTH", "INA",
+    "ETHERNET", "IPV4", "UDP", "BTH", "INA", "SPILL",
     "ETH_OFFSET", "IP_OFFSET", "UDP_OFFSET", "BTH_OFFSET", "INA_OFFSET",
-    "ROCE_HEADER_BYTES", "INA_HEADER_BYTES",
+    "ROCE_HEADER_BYTES", "INA_HEADER_BYTES", "SPILL_OFFSET", "SPILL_HEADER_BYTES",
     "ETHERTYPE_IPV4", "IPPROTO_UDP", "ROCEV2_PORT", "INA_PORT",
 ]
 
@@ -83,6 +85,10 @@ INA = wire_layout(
     ("ecn", 1), ("resv", 1),
     ("jobseq", 32), ("index", 16), ("priority", 8))
 
+#: Spill-link shim (SPEC section 1, *chosen*) after an outer Ethernet header of EtherType 0x88B5:
+#: opcode, origin egress port, flow index, per-port sequence number, drain count, reserved.
+SPILL = wire_layout(("op", 8), ("port", 8), ("flow", 16), ("seq", 16), ("count", 8), ("resv", 8))
+
 
 def _check(name, layout, offset, size, fields):
     """``layout`` is ``size`` bytes; each of ``fields`` (name -> wire bit in the packet) is where it starts."""
@@ -123,3 +129,6 @@ _check("IPV6", IPV6, wire.OUTER_OFFSET, wire.IPV6_BYTES,
         "hlim": 8 * (wire.OUTER_OFFSET + wire.IPV6_HLIM_AT), "src": 8 * (wire.OUTER_OFFSET + wire.IPV6_SRC_AT),
         "dst": 8 * (wire.OUTER_OFFSET + wire.IPV6_DST_AT)})
 __all__ += ["IPV6"]
+_check("SPILL", SPILL, wire.SPILL_OFFSET, wire.SPILL_BYTES,
+       {"op": 8 * wire.SPILL_OP_AT, "port": 8 * wire.SPILL_PORT_AT, "flow": 8 * wire.SPILL_FLOW_AT,
+        "seq": 8 * wire.SPILL_SEQ_AT, "count": 8 * wire.SPILL_COUNT_AT})

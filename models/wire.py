@@ -160,3 +160,23 @@ DBLP_VERSION = 1
 #: Flag bits of the low nibble of byte 0 (most significant first on the wire); the low two are reserved.
 DBLP_LAST, DBLP_RETX = 0x8, 0x4
 DBLP_FLAGS_RESV = 0x3
+
+# --- Spillway: spill link frames, Ethernet / Spill shim / inner frame (SPEC section 1) ----------------
+#: EtherType of spill-link frames (*chosen*: IEEE 802 Local Experimental EtherType 1).
+ETHERTYPE_SPILL = 0x88B5
+SPILL_OFFSET = ETH_OFFSET + ETH_BYTES       # 14
+#: op:8 port:8 flow:16 seq:16 count:8 resv:8
+SPILL_BYTES = 8
+#: Outer Ethernet + Spill shim: the inner frame starts at this byte.
+SPILL_HEADER_BYTES = SPILL_OFFSET + SPILL_BYTES     # 22
+#: ``struct`` format of the shim in wire order.
+SPILL_STRUCT = ">BBHHBB"
+SPILL_OP_AT = SPILL_OFFSET
+SPILL_PORT_AT = SPILL_OFFSET + 1
+SPILL_FLOW_AT = SPILL_OFFSET + 2
+SPILL_SEQ_AT = SPILL_OFFSET + 4
+SPILL_COUNT_AT = SPILL_OFFSET + 6
+#: Shim opcodes: a spilled packet (switch -> node), the packet coming back (node -> switch), a drain
+#: request for ``count`` packets of ``port`` (switch -> node, no inner frame).
+SPILL_DATA, SPILL_RETURN, SPILL_DRAIN = 1, 2, 3
+SPILL_SEQ_BITS = 16
