@@ -163,7 +163,8 @@ def main(argv=None):
     parser.add_argument("block", help="a registered block")
     parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw (default: all)")
     parser.add_argument("--seed", type=integer(0), default=1, help="sample seed and traffic seed (default 1)")
-    parser.add_argument("--match", default="", help="only mutants of source lines containing this text")
+    parser.add_argument("--match", action="append", default=[],
+                        help="only mutants of source lines containing this text (repeatable: any of them)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
     parser.add_argument("--no-formal", action="store_true", help="simulation only")
@@ -176,10 +177,11 @@ def main(argv=None):
     mutants = generate(source)
     if not mutants:
         raise ValueError(f"{path} builds no logic of its own to mutate (only submodules)")
+    for text in args.match:
+        if not any(text in source.splitlines()[m.line - 1] for m in mutants):
+            raise ValueError(f"--match {text!r}: no mutant of a line containing it in {path}")
     if args.match:
-        mutants = [m for m in mutants if args.match in source.splitlines()[m.line - 1]]
-        if not mutants:
-            raise ValueError(f"--match {args.match!r}: no mutant of a line containing it in {path}")
+        mutants = [m for m in mutants if any(text in source.splitlines()[m.line - 1] for text in args.match)]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
