@@ -70,6 +70,8 @@ BLOCKS = {b.name: b for b in [
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),
+    Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
+          "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
 ]}
 
 

@@ -2,7 +2,7 @@
 
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
-from models.headers import ina_packet, roce_packet
+from models.headers import ina_packet, roce_packet, sdr_packet
 from models.packet import beats_of
 
 
@@ -37,5 +37,16 @@ def mixed_beats(component, count, rng):
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
 
 
+def sdr_beats(component, count, rng):
+    """SDR data packets (UC Write Only Imm, 16-byte payload) of random messages, offsets, generations and
+    channels (no command is posted: the tracker decides each as it would at line rate)."""
+    p = component.params
+    return [_beat(component, sdr_packet(rng.randrange(1 << p.msg_bits), rng.randrange(1 << p.offset_bits),
+                                        rng.randrange(p.generations), rng.randrange(p.channels),
+                                        qp_base=p.qp_base, generations=p.generations, msg_bits=p.msg_bits,
+                                        user_bits=p.user_bits, payload=bytes(16)), 0)
+            for _ in range(count)]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
-STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats}
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "sdr": sdr_beats}
