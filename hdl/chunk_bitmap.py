@@ -1,5 +1,5 @@
 """SDR-RDMA chunk-bitmap tracker (SPEC section 6): per-message packet and chunk bitmaps with generations."""
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2, exact_log2
@@ -77,7 +77,9 @@ class ChunkBitmap(wiring.Component):
       stage 1 is applied after it (the model's order).
     - Clear engine: ``post`` zeroes word i of the slot's packet and chunk memories in the i-th cycle
       after it through the same write ports (no packet is in stage 1 then).
-    - The slot table is registers (reset clears it); the memories have no reset (SRAM).
+    - The slot table is registers (reset clears it); the memories have no reset (SRAM). Reset stops
+      the clear engine at once (no word is cleared in a reset cycle); a packet accepted before the
+      reset cycle still writes its word in it (the model applies a packet when it is accepted).
     """
 
     def __init__(self, params=None):
@@ -252,8 +254,9 @@ class ChunkBitmap(wiring.Component):
 
         # write ports: packet stage 1 or the clear engine (never both)
         with m.If(self.busy):
-            m.d.comb += [pkt_w.addr.eq(clear_base + clear_next), pkt_w.data.eq(0), pkt_w.en.eq(1),
-                         chunk_w.addr.eq(clear_base + clear_next), chunk_w.data.eq(0), chunk_w.en.eq(1)]
+            m.d.comb += [pkt_w.addr.eq(clear_base + clear_next), pkt_w.data.eq(0), pkt_w.en.eq(~ResetSignal()),
+                         chunk_w.addr.eq(clear_base + clear_next), chunk_w.data.eq(0),
+                         chunk_w.en.eq(~ResetSignal())]
             m.d.sync += [clear_next.eq(clear_next + 1), clear_left.eq(clear_left - 1)]
         with m.Else():
             m.d.comb += [pkt_w.addr.eq(s1_paddr), pkt_w.data.eq(new_word), pkt_w.en.eq(placed),

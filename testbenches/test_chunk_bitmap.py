@@ -947,20 +947,35 @@ async def reset_mid_traffic(dut):
     t.command(post(3, n, 2, 1 % p.generations))                # starts a clear ...
     while not t.model.busy:
         await RisingEdge(dut.clk)
-    for _ in range(rng.randrange(p.words(n, 2))):
+    for _ in range(rng.randrange(p.words(n, 2) - 2)):
         await RisingEdge(dut.clk)
-    await t.reset(2)                                            # ... that the reset stops
+    await t.reset(1)                                            # ... that the reset stops
+    await RisingEdge(dut.clk)
     t.accepted = t.results = 0
     assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
     assert not t.source.queue and t.model.counters == dict.fromkeys(COUNTERS, 0)
+    pkt_mem, chunk_mem = await t.read_memories()                # the half-done clear is kept as it is
+    assert (pkt_mem, chunk_mem) == (t.model.pkt_mem, t.model.chunk_mem), "memories after the reset"
+    assert any(pkt_mem[3 % p.msg_slots]), "the reset landed before the clear finished"
     t.send(rtl_pkt(p, 3, 0, 0))                                 # no slot after the reset
     await t.settle()
     t.command(post(3, n, 2, 0))
     await t.settle()
     for raw in shuffled_message(rng, p, 3, n, 0):
         t.send(raw)
-    counters = await t.finish("after_reset")
-    assert counters["no_slot"] == 1 and counters["msg_done"] == 1
+    await t.settle()
+    assert t.model.counters["no_slot"] == 1 and t.model.counters["msg_done"] == 1
+    t.command(post(2, n, 4, 0))                                 # a reset while packets stream in
+    for raw in shuffled_message(rng, p, 2, n, 0):
+        t.send(raw)
+    landing = t.accepted + rng.randrange(n // 4, n // 2)
+    while t.accepted < landing:
+        await RisingEdge(dut.clk)
+    await t.reset(1)
+    await RisingEdge(dut.clk)
+    t.accepted = t.results = 0
+    assert any(t.model.pkt_mem[2 % p.msg_slots])
+    await t.finish("after_reset")                               # memories: the packets before it wrote
 
 
 @cocotb.test()
