@@ -2,7 +2,7 @@
 from amaranth.hdl import Array, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2, exact_log2
+from amaranth.utils import exact_log2
 
 from hdl.headers import wire_bytes
 from hdl.packet import packet_signature
