@@ -80,6 +80,8 @@ BLOCKS = {b.name: b for b in [
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
     Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
           "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
+    Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
+          "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
 ]}
 
 

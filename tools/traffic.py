@@ -3,7 +3,7 @@
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
 from models import wire
-from models.headers import ina_packet, mrc_packet, roce_packet, usid_address
+from models.headers import ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 
 
@@ -75,6 +75,17 @@ def evs(component, count, rng):
     return [{"ev": rng.getrandbits(component.params.ev_bits)} for _ in range(count)]
 
 
+def sdr_beats(component, count, rng):
+    """SDR data packets (UC Write Only Imm, 16-byte payload) of random messages, offsets, generations and
+    channels (no command is posted: the tracker decides each as it would at line rate)."""
+    p = component.params
+    return [_beat(component, sdr_packet(rng.randrange(1 << p.msg_bits), rng.randrange(1 << p.offset_bits),
+                                        rng.randrange(p.generations), rng.randrange(p.channels),
+                                        qp_base=p.qp_base, generations=p.generations, msg_bits=p.msg_bits,
+                                        user_bits=p.user_bits, payload=bytes(16)), 0)
+            for _ in range(count)]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
 STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
-           "ev_requests": ev_requests, "evs": evs}
+           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats}
