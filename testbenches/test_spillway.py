@@ -391,6 +391,10 @@ def test_spillway(params, testcase, record_property):
 
 
 
+#: The closed loop adds traffic until more packets than this made the round trip through the node.
+SPILLS = 10
+
+
 @pytest.mark.parametrize("latency", [1, 25, 200])
 def test_models_closed_loop(latency):
     """Model-only (cheap): SpillSwitchModel + SpillNodeModel closed through delay lines of ``latency``
@@ -402,14 +406,23 @@ def test_models_closed_loop(latency):
     sw, node = SpillSwitchModel(p), SpillNodeModel(node_params(p))
     fl = flows(rng, 12, p.ports)
     inq, sent = collections.deque(), {}
-    for n in range(400):
-        flow = rng.choice(fl)
-        raw = bytes(packet(flow, n, rng.choice([0, 10, 60, 140])))
-        sent[raw] = (n, flow)
-        inq.extend(beats_of(raw, {"port": flow[4]}, p.data_bytes))
+
+    def add(count):
+        for _ in range(count):
+            n = len(sent)
+            flow = rng.choice(fl)
+            raw = bytes(packet(flow, n, rng.choice([0, 10, 60, 140])))
+            sent[raw] = (n, flow)
+            inq.extend(beats_of(raw, {"port": flow[4]}, p.data_bytes))
+
+    add(400)
     queues, load, partial, out = [0] * p.ports, [0] * p.ports, b"", []
     down, up = collections.deque(), collections.deque()
-    for cycle in range(40000 + 20 * latency):
+    cycle, limit = 0, 40000 + 20 * latency
+    while cycle < limit:
+        if not inq and sw.counters["spilled"] <= SPILLS and len(sent) < 2000:     # until the round trip is used
+            add(100)
+            limit += 10000
         if cycle % 300 == 0:
             load = [p.high + 2 if inq and rng.random() < 0.4 else 0 for _ in range(p.ports)]
         beat = inq[0] if inq and rng.random() < 0.8 else None
@@ -433,8 +446,9 @@ def test_models_closed_loop(latency):
             up.append((cycle + latency, n_out))
         if cycle % 4 == 0:
             queues = [max(0, q - 1) for q in queues]
+        cycle += 1
     c, nc = sw.counters, node.counters
-    assert sw.outstanding() == 0 and c["reinjected"] == c["spilled"] > 10, c
+    assert sw.outstanding() == 0 and c["reinjected"] == c["spilled"] > SPILLS, c
     assert len(sent) == c["forwarded"] + c["spilled"] + c["spill_overflow"] + c["spill_oversize"] + c["malformed"]
     assert c["misordered"] == 0 and nc["drain_empty"] == 0 and nc["overflow"] == 0, (c, nc)
     assert len(out) == len(set(out)) == c["forwarded"] + c["reinjected"] and all(raw in sent for raw in out)
