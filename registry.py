@@ -70,6 +70,9 @@ BLOCKS = {b.name: b for b in [
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),
+    Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",
+          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", spec="§4",
+          stimulus="dblp"),
 ]}
 
 
