@@ -82,6 +82,9 @@ BLOCKS = {b.name: b for b in [
           "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
     Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
           "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
+    Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",
+          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", spec="§4",
+          stimulus="dblp"),
 ]}
 
 

@@ -132,3 +132,23 @@ __all__ += ["IPV6"]
 _check("SPILL", SPILL, wire.SPILL_OFFSET, wire.SPILL_BYTES,
        {"op": 8 * wire.SPILL_OP_AT, "port": 8 * wire.SPILL_PORT_AT, "flow": 8 * wire.SPILL_FLOW_AT,
         "seq": 8 * wire.SPILL_SEQ_AT, "count": 8 * wire.SPILL_COUNT_AT})
+
+#: DBLP round shim (SPEC section 4) after Ethernet/IPv4/UDP: version, flags (LAST, RETX, two
+#: reserved bits), training phase, a reserved nibble, job, round, packet index, packet count (E)
+#: and a reserved half-word; the payload follows at ``DBLP_HEADER_BYTES``.
+DBLP = wire_layout(
+    ("ver", 4), ("last", 1), ("retx", 1), ("fresv", 2), ("phase", 4), ("resv", 4),
+    ("job", 8), ("round", 16), ("idx", 16), ("cnt", 16), ("resv2", 16))
+DBLP_OFFSET, DBLP_HEADER_BYTES = wire.DBLP_OFFSET, wire.DBLP_HEADER_BYTES
+__all__ += ["DBLP", "DBLP_OFFSET", "DBLP_HEADER_BYTES"]
+
+
+def _dblp_flag(mask):
+    """Wire bit, in the packet, of the first bit of ``mask`` in the low nibble of DBLP byte 0."""
+    return 8 * DBLP_OFFSET + 8 - mask.bit_length()
+
+
+_check("DBLP", DBLP, DBLP_OFFSET, wire.DBLP_BYTES,
+       {"ver": 8 * DBLP_OFFSET, "last": _dblp_flag(wire.DBLP_LAST), "retx": _dblp_flag(wire.DBLP_RETX),
+        "fresv": _dblp_flag(wire.DBLP_FLAGS_RESV), "phase": 8 * (DBLP_OFFSET + 1),
+        "round": 8 * (DBLP_OFFSET + 3), "cnt": 8 * (DBLP_OFFSET + 7)})

@@ -2,9 +2,12 @@
 
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
+import struct
+
 from models import wire
-from models.headers import ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
+from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
+from models.wire import DBLP_LAST, DBLP_OFFSET, DBLP_STRUCT, DBLP_VERSION
 
 
 def _beat(component, packet, port):
@@ -86,6 +89,20 @@ def sdr_beats(component, count, rng):
             for _ in range(count)]
 
 
+def dblp_beats(component, count, rng):
+    """Complete DBLP rounds of 8 one-beat packets (8-byte payload), round r in slot r mod rounds: each
+    closes FULL on its last packet."""
+    template = bytes(dblp_packet(payload=bytes(8), rng=rng))
+    beats = []
+    for n in range(count):
+        rnd, idx = divmod(n, 8)
+        raw = bytearray(template)
+        struct.pack_into(DBLP_STRUCT, raw, DBLP_OFFSET, DBLP_VERSION << 4 | (DBLP_LAST if idx == 7 else 0), 0,
+                         rnd & 3, rnd & 0xFFFF, idx, 8, 0)
+        beats.append(_beat(component, bytes(raw), 0))
+    return beats
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
 STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
-           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats}
+           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats, "dblp": dblp_beats}
