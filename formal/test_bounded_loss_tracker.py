@@ -191,16 +191,17 @@ class TrackerSpec(Elaboratable):
         return m
 
 
-#: The bounded safety check takes ~150 s (over the suite's budget): run with INNET_DBLP_FORMAL=1 until
-#: it is made cheaper. Liveness and cover have not been run yet (session ran out of time).
-pytestmark = pytest.mark.skipif(not os.environ.get("INNET_DBLP_FORMAL"), reason="long proofs: INNET_DBLP_FORMAL=1")
+#: ``INNET_DBLP_FORMAL=1``: the long runs (safety to depth 14, ~150 s; liveness past the close-time
+#: bound, not finished within 150 s yet). The default suite checks safety to depth 10 (~10 s) and the covers.
+LONG = bool(os.environ.get("INNET_DBLP_FORMAL"))
 
 
 def test_tracker_safety():
     """Close kinds, count == popcount, forwarded once, nothing after close, conservation (bounded)."""
-    prove(TrackerSpec(), "bounded_loss_tracker_safety", depth=14, mode="bmc")
+    prove(TrackerSpec(), "bounded_loss_tracker_safety", depth=14 if LONG else 10, mode="bmc")
 
 
+@pytest.mark.skipif(not LONG, reason="long run: INNET_DBLP_FORMAL=1")
 def test_tracker_liveness():
     """Every open round of slot s closes in time (bounded check past the bound)."""
     bound = (PARAMS.retry_max + 1) * (PARAMS.deadline + PARAMS.rounds * (PARAMS.words + 2)) + 1
@@ -210,4 +211,3 @@ def test_tracker_liveness():
 def test_tracker_cover():
     """The properties are not vacuous: lossy BOUNDED closes, ABORT, a NACK in word 1, FULL, dup, late."""
     prove(TrackerSpec(cover=True), "bounded_loss_tracker_cover", depth=24, mode="cover")
-
