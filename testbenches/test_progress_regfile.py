@@ -166,18 +166,29 @@ async def random_traffic(dut):
     J, R = t.block.jobs, t.block.ring
     for job in range(J):
         await install_ring(t, job, rng.randrange(1, 4), rng.randrange(0, 3))
+    commands = []
+    for _ in range(12):
+        job = rng.randrange(J)
+        choice = rng.random()
+        if choice < 0.4:
+            commands.append(dict(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3)))
+        elif choice < 0.7:
+            commands.append(dict(op=OP_REMOVE, qp=qp_of(job, rng.randrange(R))))
+        else:
+            position = rng.randrange(R)
+            commands.append(dict(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position))
+
+    async def pace():
+        """Config commands spread through the traffic (not queued ahead of it)."""
+        for cmd in commands:
+            for _ in range(rng.randrange(20, 90)):
+                await RisingEdge(dut.clk)
+            t.config(**cmd)
+
+    start = len(t.events)
+    pacer = cocotb.start_soon(pace())
     psn = collections.Counter()
     for n in range(600):
-        if rng.random() < 0.02:
-            job = rng.randrange(J)
-            choice = rng.random()
-            if choice < 0.4:
-                t.config(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3))
-            elif choice < 0.7:
-                t.config(op=OP_REMOVE, qp=qp_of(job, rng.randrange(R)))
-            else:
-                position = rng.randrange(R)
-                t.config(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position)
         kind = rng.random()
         if kind < 0.75:
             job = rng.randrange(J)
@@ -193,8 +204,12 @@ async def random_traffic(dut):
                    / Raw(bytes(rng.randrange(0, 30))))
         else:
             t.send(Ether() / IP(options=[b"\x01" * 4]) / UDP(dport=4791) / BTH(dqpn=qp_of(0, 0)))
+    await pacer
     await t.settle(20)
     t.check("random_traffic")
+    kinds = [kind for kind, _ in t.events[start:]]
+    inside = [n for n, kind in enumerate(kinds) if kind == "cfg" and "pkt" in kinds[:n] and "pkt" in kinds[n:]]
+    assert len(inside) >= len(commands) // 2, f"only {len(inside)} of {len(commands)} commands landed mid-traffic"
 
 
 @cocotb.test()
@@ -224,6 +239,152 @@ async def clear_job_mid_traffic(dut):
             t.config(op=OP_JOB, job=0, chunk=1, delta=0)
     await t.settle()
     t.check("clear_job_mid_traffic")
+
+
+def marks_of(t, position, job=0):
+    """CE marks, in order, on the forwarded packets of ``position``'s flow."""
+    return [ce_marked(raw) for raw in t.received if Ether(raw)[BTH].dqpn == qp_of(job, position)]
+
+
+@cocotb.test()
+async def laggard_closes_step(dut):
+    """delta = 0: the unique laggard closing its step moves the minimum with it and is not marked
+    (a minimum taken from the row before the update would mark it)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, chunk = t.block.ring, 2
+    await install_ring(t, 0, chunk, 0)
+    psn = 0
+    for rounds in range(3):
+        for position in range(1, R):
+            for _ in range(chunk):
+                t.send(ring_packet(0, position, psn))
+                psn += 1
+        await t.settle()
+        for _ in range(chunk):              # the laggard catches up: its closing packet is the last
+            t.send(ring_packet(0, 0, psn))
+            psn += 1
+        await t.settle()
+    t.check("laggard_closes_step")
+    assert not any(marks_of(t, 0)), "the laggard was marked when it closed its step"
+    assert all(any(marks_of(t, p)) for p in range(1, R)), "flows a step ahead at delta 0 were not marked"
+
+
+def with_checksum(job, position, tos, target):
+    """A packet of the flow whose IPv4 checksum is ``target`` (crafted through the IPv4 id)."""
+    header = bytearray(bytes(ring_packet(job, position, 0, tos=tos))[14:34])
+    header[4:6] = header[10:12] = b"\0\0"
+    base = sum(int.from_bytes(header[k:k + 2], "big") for k in range(0, 20, 2))
+    for ident in range(1 << 16):
+        total = base + ident
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        if ~total & 0xFFFF == target:
+            packet = ring_packet(job, position, ident, tos=tos)
+            assert Ether(bytes(packet))[IP].chksum == target
+            return packet
+    raise ValueError(f"no IPv4 id gives checksum {target:#06x}")
+
+
+@cocotb.test()
+async def checksum_second_fold(dut):
+    """Marking packets whose checksum 0x0000 / 0x0001 needs RFC 1624's second end-around-carry fold
+    (0x0000 with ECT(0), 0x0001 with ECT(1)), and the two that do not."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 0)
+    cases = [(tos, target) for tos in (ECT0, ECT1) for target in (0x0000, 0x0001)]
+    for tos, target in cases:
+        t.send(with_checksum(0, 0, tos, target))    # flow 0 runs ahead of the others at delta 0
+    await t.settle()
+    t.check("checksum_second_fold")
+    assert marks_of(t, 0) == [True] * len(cases)
+    for raw, (tos, target) in zip(t.received, cases):
+        expected = Ether(raw)
+        del expected[IP].chksum
+        assert Ether(raw)[IP].chksum == Ether(bytes(expected))[IP].chksum, f"checksum {target:#06x}, ECN {tos}"
+
+
+@cocotb.test()
+async def clear_changes_marking(dut):
+    """OP_JOB landing between a ring's packets resets its row: a flow ahead stops being marked, a
+    flow behind is marked once it passes the cleared others (with no clear, the reverse)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R = t.block.ring
+    await install_ring(t, 0, 1, 1)
+    psn = 0
+
+    def burst(position, packets):
+        nonlocal psn
+        for _ in range(packets):
+            t.send(ring_packet(0, position, psn))
+            psn += 1
+
+    burst(0, 4)                                 # flow 0 at step 4, the others at 0: marked from step 2
+    for position in range(1, R):
+        burst(position, 2)
+    await t.settle()
+    t.config(op=OP_JOB, job=0, chunk=1, delta=1)
+    for position in range(1, R):                # the others at 1, flow 0 at 1 after the clear (5 without)
+        burst(position, 1)
+    burst(0, 1)
+    await t.settle()
+    ahead = marks_of(t, 0)
+    assert ahead == [False, True, True, True, False], f"flow 0 ahead, then cleared: {ahead}"
+    for position in range(1, R):                # now the others run ahead: 4 vs flow 0's 1
+        burst(position, 3)
+    await t.settle()
+    t.config(op=OP_JOB, job=0, chunk=1, delta=1)
+    burst(0, 3)                                 # flow 0 at 3 against the cleared 0s: marked at 2 and 3
+    await t.settle()
+    t.check("clear_changes_marking")
+    assert marks_of(t, 0)[5:] == [False, True, True], f"flow 0 after the second clear: {marks_of(t, 0)[5:]}"
+
+
+@cocotb.test()
+async def remove_mid_traffic(dut):
+    """OP_REMOVE landing between a flow's packets: the next ones pass as unknown, untouched and
+    unmarked; re-installed, the flow resumes at the step it had (the row keeps its position)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 1)
+    for n in range(3):                          # steps 1..3 against 0: 2 and 3 are marked
+        t.send(ring_packet(0, 0, n))
+    await t.settle()
+    t.config(op=OP_REMOVE, qp=qp_of(0, 0))
+    for n in range(3, 6):
+        t.send(ring_packet(0, 0, n))
+    await t.settle()
+    assert int(dut.unknown.value) == 3 and int(dut.tracked.value) == 3
+    t.config(op=OP_INSTALL, qp=qp_of(0, 0), job=0, position=0)
+    t.send(ring_packet(0, 0, 6))                # step 4 against 0: marked
+    await t.settle()
+    t.check("remove_mid_traffic")
+    assert marks_of(t, 0) == [False, True, True, False, False, False, True], marks_of(t, 0)
+
+
+@cocotb.test()
+async def parser_limits(dut):
+    """IPv4/UDP packets of exactly 37 and 38 bytes (UDP port complete at 38) and RoCEv2 packets of
+    53 and 54 bytes (BTH complete at 54): malformed below each limit, parsed at it."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 0)
+    roce = bytes(ring_packet(0, 0, 0))
+    other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    cases = [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"),
+             (other[:38], "unknown"), (roce[:53], "malformed"), (roce[:54], "tracked"),
+             (ring_packet(0, 0, 1), "tracked")]
+    for raw, _ in cases:
+        t.send(raw)
+    await t.settle()
+    t.check("parser_limits")
+    expected = collections.Counter(reason for _, reason in cases)
+    for reason in ("malformed", "unknown", "tracked"):
+        assert int(getattr(dut, reason).value) == expected[reason], f"{reason}: {getattr(dut, reason).value}"
+    assert [len(raw) for raw in t.received] == [len(bytes(raw)) for raw, _ in cases]
+    assert ce_marked(t.received[5]), "the 54-byte RoCEv2 packet (flow 0 ahead at delta 0) was not marked"
 
 
 @cocotb.test()
