@@ -16,7 +16,9 @@ spec keeps its own flow table, job settings and job rows (steps and counts per p
 from the same free config commands and the tracked packets' QPs read from the beat; for every
 tracked packet the RTL's step equals the shadow's, its ``min_step`` equals the true minimum of the
 shadow row *after* this packet's update, a flow at that true minimum is never marked, and a packet
-is marked exactly when it is ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum.
+is marked exactly when it is ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum;
+every forwarded header (valid IPv4 checksum in, any id and TOS, so any checksum value) leaves with
+a valid checksum (RFC 1624 with both end-around-carry folds).
 """
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
@@ -24,7 +26,7 @@ from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, 
 from formal.runner import prove
 from hdl.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models.headers import roce_packet
-from models.wire import BTH_DQPN_AT, ECN_CE, IP_TOS_AT
+from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT
 
 PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3)
 
@@ -106,12 +108,26 @@ class ShadowSpec(Elaboratable):
             return dut.i.payload.data[8 * k:8 * k + 8]
 
         # To keep the bounded run short the packets are single-beat RoCEv2 headers of one template
-        # with a free TOS byte and free QP low bits, and commands' QP high bits and chunk are narrowed
-        # (the parser and the free-input properties are ProgressSpec's).
+        # with free TOS, IPv4 id and checksum (a valid one) and free QP low bits, and commands' QP high
+        # bits and chunk are narrowed (the parser and the free-input properties are ProgressSpec's).
         template = bytes(roce_packet(qp=0, payload=bytes(PARAMS.data_bytes)))[:PARAMS.data_bytes]
+        ident = IP_OFFSET + 4                           # the IPv4 id: free, so any checksum value occurs
+        free = (IP_TOS_AT, ident, ident + 1, IP_CHECKSUM_AT, IP_CHECKSUM_AT + 1, BTH_DQPN_AT + 3)
         for k, value in enumerate(template):
-            if k not in (IP_TOS_AT, BTH_DQPN_AT + 3):
+            if k not in free:
                 m.d.comb += Assume(byte(k) == value)
+
+        def header_sum(data):
+            """One's complement sum of the IPv4 header's 16-bit words (0xFFFF when its checksum is right)."""
+            total = sum(Cat(data[8 * (k + 1):8 * (k + 2)], data[8 * k:8 * (k + 1)])
+                        for k in range(IP_OFFSET, IP_OFFSET + 20, 2))
+            total = (total & 0xFFFF) + (total >> 16)
+            return ((total & 0xFFFF) + (total >> 16))[:16]
+
+        m.d.comb += Assume(header_sum(dut.i.payload.data) == 0xFFFF)
+        with m.If(dut.o.valid):
+            m.d.comb += Assert(header_sum(dut.o.payload.data) == 0xFFFF,
+                               "shadow: a forwarded header's IPv4 checksum is right (RFC 1624, both folds)")
         m.d.comb += Assume(dut.i.payload.last & (byte(BTH_DQPN_AT + 3) < 4))
         m.d.comb += Assume((dut.cfg.payload.qp < 4) & (dut.cfg.payload.chunk < 4))
 
