@@ -157,7 +157,7 @@ async def ring_allreduce_jitter(dut):
 @cocotb.test()
 async def random_traffic(dut):
     """Random configs and traffic (tracked, unknown, non-RoCE, malformed, all ECN codepoints),
-    random idle cycles and backpressure."""
+    random idle cycles and backpressure; the config commands are paced through the traffic."""
     rng = random.Random(tb.seed())
     t = TB(dut)
     t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
@@ -255,7 +255,7 @@ async def laggard_closes_step(dut):
     R, chunk = t.block.ring, 2
     await install_ring(t, 0, chunk, 0)
     psn = 0
-    for rounds in range(3):
+    for _ in range(3):
         for position in range(1, R):
             for _ in range(chunk):
                 t.send(ring_packet(0, position, psn))
