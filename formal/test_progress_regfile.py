@@ -197,7 +197,7 @@ class ShadowSpec(Elaboratable):
         return m
 
 
-SHADOW_DEPTH = 8
+SHADOW_DEPTH = 6
 
 
 def test_properties():
