@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from amaranth.back import verilog
 
-__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "parse_seed", "traffic_seed", "waves",
-           "cocotb_tests", "parametrize", "Summary", "run"]
+__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "parse_seed", "traffic_seed",
+           "model_rng", "waves", "cocotb_tests", "parametrize", "Summary", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -108,6 +108,14 @@ def traffic_seed(default=None):
     if not os.environ.get("INNET_RUN_SEED"):
         os.environ["INNET_RUN_SEED"] = str(random.SystemRandom().randrange(1 << 32))
     return parse_seed(os.environ["INNET_RUN_SEED"], "INNET_RUN_SEED")
+
+
+def model_rng(name):
+    """``random.Random`` for a pytest-side (model-only) test: seeded from the run's traffic seed and
+    ``name``, so ``INNET_SEED`` replays it; prints the seed."""
+    seed = traffic_seed()
+    print(f"{name}: traffic seed {seed} (replay with INNET_SEED={seed})")
+    return random.Random(f"{seed}:{name}")
 
 
 def waves():

@@ -449,9 +449,11 @@ async def reset_mid_traffic(dut):
     await tb.reset(dut)
     rounds = make_rounds(rng, nprng, t.params, jobs=3, rounds=6)
     t.ps = PS(rounds, ack=t.ps.ack)
-    for rnd, w, flags in interleave(rng, rounds):
+    trace = interleave(rng, rounds)
+    for rnd, w, flags in trace:
         t.send(rnd.packet(w, **flags))
-    for _ in range(rng.randrange(20, 80)):
+    landing = rng.randrange(len(trace) // 4, 3 * len(trace) // 4)     # beats taken before the reset
+    while t.source.sent < landing:
         await RisingEdge(dut.clk)
     assert t.source.queue, "reset lands mid-traffic"
     t.muted = True

@@ -1,5 +1,6 @@
 """ChunkBitmap (SDR-RDMA, SPEC section 6): scapy layers, golden model rules and invariants, oracles."""
 import functools
+import itertools
 import math
 import random
 
@@ -34,12 +35,11 @@ from models.chunk_bitmap_oracle import (
     xor_fail,
 )
 from models.headers import BTH, IP, RETH, UDP, Ether, ImmDt, Raw, roce_packet, sdr_imm, sdr_packet
+from testbenches import runner
 
 
 def seeded(name):
-    seed = random.randrange(1 << 32)
-    print(f"{name}: seed {seed}")
-    return random.Random(seed)
+    return runner.model_rng(name)
 
 
 def scapy_pkt(p, msg, offset, gen=0, channel=0, user=0, payload=b"\0" * 16):
@@ -420,7 +420,12 @@ def test_random_traffic(config):
     pending_pkt = pending_cmd = None
     accepted = clear_left = 0
     tally = dict.fromkeys(OUTCOMES + ("chunk_done", "msg_done", "resets"), 0)
-    for step in range(5000):
+    def covered():
+        return min(tally[o] for o in OUTCOMES) > 0 and tally["chunk_done"] > 50 and tally["msg_done"] > 5
+
+    for step in itertools.count():              # at least 5000 cycles, more until every case was seen
+        if step >= 5000 and covered() or step == 50000:
+            break
         if pending_cmd is None and rng.random() < 0.02:
             msg = rng.choice(list(live.values()))[0] if live and rng.random() < 0.5 else rng.randrange(1 << p.msg_bits)
             if rng.random() < 0.2:
@@ -494,7 +499,7 @@ def test_random_traffic(config):
                 if m.slots[index].valid:
                     check_chunk_invariant(m, index)
     print(tally)
-    assert min(tally[o] for o in OUTCOMES) > 0 and tally["chunk_done"] > 50 and tally["msg_done"] > 5
+    assert covered(), f"50000 cycles did not cover every outcome and event: {tally}"
 
 
 # --- EC recoverability against real decoding -----------------------------------------------------

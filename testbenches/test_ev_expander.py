@@ -1,21 +1,19 @@
 """MRC EV expander: golden model against the OCP field-expansion cases and the pdep oracle."""
 import os
-import random
 import socket
 
 import pytest
 
 from models.ev_expander import COUNTERS, EvExpanderModel, EvExpanderParams, contract, expand, field_widths, pdep, pext
 from models.headers import usid_address, usid_parts
+from testbenches import runner
 
 LOC = 0xFC00_0001
 
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("INNET_SEED") or random.SystemRandom().randrange(1 << 32))
-    print(f"random seed {seed} (reproduce with INNET_SEED={seed})")
-    return random.Random(seed)
+    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_expander"))
 
 
 def model(usids, fields, **kw):

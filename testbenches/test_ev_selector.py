@@ -1,6 +1,5 @@
 """MRC EV selector: golden model, directed rules of SPEC section 5 and its formal properties."""
 import os
-import random
 
 import pytest
 
@@ -14,13 +13,12 @@ from models.ev_selector import (
     EvSelectorModel,
     EvSelectorParams,
 )
+from testbenches import runner
 
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("INNET_SEED") or random.SystemRandom().randrange(1 << 32))
-    print(f"random seed {seed} (reproduce with INNET_SEED={seed})")
-    return random.Random(seed)
+    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_selector"))
 
 
 def ev_of(plane, k):

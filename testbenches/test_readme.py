@@ -3,9 +3,9 @@ proof, one scenario, few packets). A README command without a smoke form in ``SM
 newly documented command cannot go untested; ``make test`` alone is left out (it runs the suite,
 this test included). The README's block table must match the registry.
 
-The commands run in a copy of the sources in ``build/readme/`` (as in a fresh clone, sharing the
-venv) whose own ``build/`` is kept between runs as a cache: they never write into the test
-directories of the suite's tests running next to them.
+The commands run in a copy of the sources in ``build/readme-<xdist worker>/`` (as in a fresh clone,
+sharing the venv) whose own ``build/`` is kept between runs as a cache: they never write into the
+test directories of the suite's tests running next to them, nor into another worker's copy.
 """
 import os
 import re
@@ -34,8 +34,10 @@ def readme_commands(text=None):
     return list(dict.fromkeys(c for c in commands if c))
 
 
-def clone(root=ROOT, into=ROOT / "build" / "readme"):
-    """Copy the sources of ``root`` (not ``build/``, ``.venv``, ``.git``) to ``into``; link its venv."""
+def clone(root=ROOT, into=None):
+    """Copy the sources of ``root`` (not ``build/``, ``.venv``, ``.git``) to ``into`` (default: one
+    directory per xdist worker, so two workers never rewrite one clone); link its venv."""
+    into = into or root / "build" / f"readme-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
     into.mkdir(parents=True, exist_ok=True)
     skip = {"build", ".venv", ".git", "__pycache__"}
     for old in into.iterdir():

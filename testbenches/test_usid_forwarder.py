@@ -1,6 +1,5 @@
 """MRC SRv6 uSID forwarder: scapy layers, golden model rules of SPEC section 5, seeded properties."""
 import os
-import random
 import socket
 
 import pytest
@@ -17,6 +16,7 @@ from models.usid_forwarder import (
     mark_probability,
     shift_da,
 )
+from testbenches import runner
 
 LOC = 0xFC00_0000
 MY = 0x0100
@@ -27,9 +27,7 @@ ETH = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
 
 @pytest.fixture
 def rng():
-    seed = int(os.environ.get("INNET_SEED") or random.SystemRandom().randrange(1 << 32))
-    print(f"random seed {seed} (reproduce with INNET_SEED={seed})")
-    return random.Random(seed)
+    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "usid_forwarder"))
 
 
 def key(usid, loc=LOC):
