@@ -24,15 +24,16 @@ class TB(tb.BlockTB):
     def __init__(self, dut):
         super().__init__(dut)
         layout = beat_layout(self.block.data_bytes)
-        self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits)
+        self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits, self.block.age_bits)
         self.source = tb.PacketSource(dut, "i", layout)
         self.sink = tb.PacketSink(dut, "o", layout)
         self.cfg = tb.StreamSource(dut, "cfg", self.cfg_layout)
         self.queued = collections.deque()   # packets handed to the source, not yet started
-        self.events = []                    # ("cfg", cmd) / ("pkt", bytes) / ("reset", received)
+        self.events = []                    # ("cfg", cmd, time) / ("pkt", bytes, time) / ("reset", received, 0)
         self.received = []
         self.accepts, self.emits = [], []   # cycles of accepted first beats / delivered last beats
         self.cycle = 0
+        self.time = 0                       # cycles since the reset was released (the RTL's timer)
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -41,12 +42,14 @@ class TB(tb.BlockTB):
             await RisingEdge(dut.clk)
             self.cycle += 1
             if dut.rst.value:
+                self.time = 0
                 continue
+            now, self.time = self.time, self.time + 1
             if dut.cfg__valid.value and dut.cfg__ready.value:
-                self.events.append(("cfg", tb.unpack(self.cfg_layout, dut.cfg__payload.value.to_unsigned())))
+                self.events.append(("cfg", tb.unpack(self.cfg_layout, dut.cfg__payload.value.to_unsigned()), now))
             if dut.i__valid.value and dut.i__ready.value:
                 if tb.unpack(layout, dut.i__payload.value.to_unsigned())["first"]:
-                    self.events.append(("pkt", self.queued.popleft()))
+                    self.events.append(("pkt", self.queued.popleft(), now))
                     self.accepts.append(self.cycle)
             if dut.o__valid.value and dut.o__ready.value:
                 if (dut.o__payload.value.to_unsigned() >> layout["last"].offset) & 1:
@@ -62,14 +65,14 @@ class TB(tb.BlockTB):
         await super().reset(cycles)
         self.queued.clear()
         self.collect()
-        self.events.append(("reset", len(self.received)))
+        self.events.append(("reset", len(self.received), 0))
 
     def send(self, packet):
         self.queued.append(bytes(packet))
         self.source.send_nowait(packet)
 
     def config(self, **cmd):
-        self.cfg.send_nowait({"qp": 0, "job": 0, "position": 0, "chunk": 0, "delta": 0, **cmd})
+        self.cfg.send_nowait({"qp": 0, "job": 0, "position": 0, "chunk": 0, "delta": 0, "age_out": 0, **cmd})
 
     async def settle(self, cycles=8):
         await self.cfg.wait_idle()
@@ -81,11 +84,11 @@ class TB(tb.BlockTB):
         """Replay the logged order through the model; compare packets, counters, flag, checksums."""
         model = ProgressRegfileModel(self.params)
         expected = []
-        for kind, item in self.events:
+        for kind, item, now in self.events:
             if kind == "cfg":
-                model.config(item)
+                model.config(item, now)
             elif kind == "pkt":
-                expected.append(model.packet(item))
+                expected.append(model.packet(item, now))
             else:
                 del expected[item:]         # in flight at the reset: discarded
                 model.reset()
@@ -121,8 +124,8 @@ def ce_marked(raw):
     return Ether(raw)[IP].tos & 3 == CE
 
 
-async def install_ring(t, job, chunk, delta):
-    t.config(op=OP_JOB, job=job, chunk=chunk, delta=delta)
+async def install_ring(t, job, chunk, delta, age_out=0):
+    t.config(op=OP_JOB, job=job, chunk=chunk, delta=delta, age_out=age_out)
     for position in range(t.block.ring):
         t.config(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position)
     await t.settle()
@@ -207,7 +210,7 @@ async def random_traffic(dut):
     await pacer
     await t.settle(20)
     t.check("random_traffic")
-    kinds = [kind for kind, _ in t.events[start:]]
+    kinds = [kind for kind, _, _ in t.events[start:]]
     inside = [n for n, kind in enumerate(kinds) if kind == "cfg" and "pkt" in kinds[:n] and "pkt" in kinds[n:]]
     assert len(inside) >= len(commands) // 2, f"only {len(inside)} of {len(commands)} commands landed mid-traffic"
 
@@ -423,8 +426,9 @@ async def line_rate(dut):
 
 
 PARAMS = {
-    "default": ProgressRegfileParams(jobs=4, ring=4, table=16),
-    "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True),
+    "default": ProgressRegfileParams(jobs=4, ring=4, table=16, epoch_bits=5, age_bits=4),
+    "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True,
+                                   epoch_bits=3, age_bits=2),
 }
 
 
