@@ -112,7 +112,9 @@ class TB(tb.BlockTB):
 
 
 def qp_of(job, position):
-    return 0x1000 + 16 * job + position
+    """Distinct flow-table entries for every (job, position) of both parameter sets (with a stride
+    of 16 every job's flows collided in the 16-entry table and only the last job was tracked)."""
+    return 0x1000 + 4 * job + position
 
 
 def ring_packet(job, position, psn, tos=ECT0, op=RC_SEND_MIDDLE, size=16):
@@ -159,22 +161,25 @@ async def ring_allreduce_jitter(dut):
 
 @cocotb.test()
 async def random_traffic(dut):
-    """Random configs and traffic (tracked, unknown, non-RoCE, malformed, all ECN codepoints),
-    random idle cycles and backpressure; the config commands are paced through the traffic."""
+    """Random configs (ageing on and off) and traffic (tracked, unknown, non-RoCE, malformed, all
+    ECN codepoints), random idle cycles and backpressure; the config commands are paced through
+    the traffic; rarely sending high ring positions age out and rejoin."""
     rng = random.Random(tb.seed())
     t = TB(dut)
     t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
     t.sink.set_pause_generator(rng.random() < 0.25 for _ in itertools.count())
     await tb.reset(dut)
     J, R = t.block.jobs, t.block.ring
+    ages = range(0, 1 << t.block.age_bits)              # 0 = off; 2**age_bits - 1 never ages
     for job in range(J):
-        await install_ring(t, job, rng.randrange(1, 4), rng.randrange(0, 3))
+        await install_ring(t, job, rng.randrange(1, 4), rng.randrange(0, 3), rng.choice(ages))
     commands = []
     for _ in range(12):
         job = rng.randrange(J)
         choice = rng.random()
         if choice < 0.4:
-            commands.append(dict(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3)))
+            commands.append(dict(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3),
+                                 age_out=rng.choice(ages)))
         elif choice < 0.7:
             commands.append(dict(op=OP_REMOVE, qp=qp_of(job, rng.randrange(R))))
         else:
@@ -388,6 +393,104 @@ async def parser_limits(dut):
         assert int(getattr(dut, reason).value) == expected[reason], f"{reason}: {getattr(dut, reason).value}"
     assert [len(raw) for raw in t.received] == [len(bytes(raw)) for raw, _ in cases]
     assert ce_marked(t.received[5]), "the 54-byte RoCEv2 packet (flow 0 ahead at delta 0) was not marked"
+
+
+def tracked_log(t, job=0):
+    """(position, step after the packet, timer cycle, marked) of each of the job's forwarded
+    packets, with steps counted here from the cleared row (chunk from ``t.chunk``)."""
+    log, sent = [], collections.Counter()
+    packets = [(raw, now) for kind, raw, now in t.events if kind == "pkt"]
+    for (raw, now), out in zip(packets, t.received):
+        position = Ether(raw)[BTH].dqpn - qp_of(job, 0)
+        sent[position] += 1
+        log.append((position, sent[position] // t.chunk, now, ce_marked(out)))
+    return log
+
+
+async def silent_flow(dut, age_out):
+    """Flow 0 goes silent while the others keep sending one packet each per half epoch (chunk 1,
+    delta 1), for
+    2**age_bits + age_out + 2 epochs (past the wrap of the stored epoch); then flow 0 sends again,
+    followed by one more round of the others. Returns (TB, log, the clear's timer cycle)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, E = t.block.ring, 1 << t.block.epoch_bits
+    for _ in range(5 * E // 2):                 # the clear lands in epoch 2: its row is seen then, not 0
+        await RisingEdge(dut.clk)
+    t.chunk = 1
+    await install_ring(t, 0, t.chunk, 1, age_out)
+    clear = next(now for kind, cmd, now in t.events if kind == "cfg" and cmd["op"] == OP_JOB)
+    psn = 0
+    while t.time - clear < ((1 << t.block.age_bits) + age_out + 2) * E:
+        for position in range(1, R):
+            t.send(ring_packet(0, position, psn))
+            psn += 1
+        for _ in range(E // 2):
+            await RisingEdge(dut.clk)
+    t.send(ring_packet(0, 0, psn))              # flow 0 rejoins with its own step (0)
+    for position in range(1, R):
+        t.send(ring_packet(0, position, psn + position))
+    await t.settle()
+    return t, tracked_log(t), clear
+
+
+@cocotb.test()
+async def silent_flow_ages_out(dut):
+    """A flow going silent holds the minimum down (the others a step ahead are marked) until its
+    idle time passes age_out epochs; then it is stale: no more marks, aged = 1, and it stays stale
+    when the stored epoch wraps round; when it sends again it rejoins at its old step, is the
+    minimum again and is not marked, while the others are."""
+    age_out = 2
+    t, log, clear = await silent_flow(dut, age_out)
+    t.check("silent_flow_ages_out")
+    E = 1 << t.block.epoch_bits
+    others, rejoin = log[:-t.block.ring], log[-t.block.ring:]
+    stale_from = next(now for _, _, now, _ in others if (now >> t.block.epoch_bits) - (clear >> t.block.epoch_bits) > age_out)
+    expected = [step >= 2 and now < stale_from for _, step, now, _ in others]
+    assert [marked for *_, marked in others] == expected, \
+        f"marks before/after flow 0 turned stale at timer {stale_from} (clear {clear}, epoch {E} cycles)"
+    assert any(expected) and not any(expected[-3 * (t.block.ring - 1):]), "the trace missed a phase"
+    assert rejoin[0][0] == 0 and not rejoin[0][3], "the rejoining laggard was marked"
+    assert all(marked for *_, marked in rejoin[1:]), "the others were not marked against the rejoined laggard"
+    assert int(dut.aged.value) == 1, f"aged {int(dut.aged.value)}"
+
+
+@cocotb.test()
+async def ageing_off(dut):
+    """The same silent flow with age_out = 0: it holds the minimum down for the whole trace."""
+    t, log, _ = await silent_flow(dut, 0)
+    t.check("ageing_off")
+    assert [marked for _, _, _, marked in log] == [step >= 2 and position != 0 for position, step, _, marked in log]
+    assert int(dut.aged.value) == 0
+
+
+@cocotb.test()
+async def all_others_stale(dut):
+    """Flow 0 runs ahead alone at delta 0: marked while the silent others are live; one packet turns
+    all of them stale at once (aged += ring - 1) and from then it is the only live position and is
+    not marked; flow 1 sending again rejoins at step 0 and flow 0 is marked again."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, E, age_out = t.block.ring, 1 << t.block.epoch_bits, 1
+    t.chunk = 1
+    await install_ring(t, 0, 1, 0, age_out)
+    clear = next(now for kind, cmd, now in t.events if kind == "cfg" and cmd["op"] == OP_JOB)
+    psn = 0
+    while t.time - clear < (age_out + 2) * E:
+        t.send(ring_packet(0, 0, psn))
+        psn += 1
+        await t.settle(E // 2 - 8)
+    t.send(ring_packet(0, 1, psn))
+    t.send(ring_packet(0, 0, psn + 1))
+    await t.settle()
+    t.check("all_others_stale")
+    log = tracked_log(t)
+    alone = log[:-2]
+    stale_from = next(now for _, _, now, _ in alone if (now >> t.block.epoch_bits) - (clear >> t.block.epoch_bits) > age_out)
+    assert [marked for *_, marked in alone] == [now < stale_from for _, _, now, _ in alone], (stale_from, alone)
+    assert not all(m for *_, m in alone) and any(m for *_, m in alone), "the trace missed a phase"
+    assert [marked for *_, marked in log[-2:]] == [False, True], "after flow 1 rejoined at step 0"
+    assert int(dut.aged.value) == R - 1, f"aged {int(dut.aged.value)}, expected {R - 1} in one packet"
 
 
 @cocotb.test()
