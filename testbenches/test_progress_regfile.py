@@ -407,6 +407,11 @@ def tracked_log(t, job=0):
     return log
 
 
+def epochs_between(t, start, now):
+    """Epoch boundaries the RTL's timer crossed from cycle ``start`` to cycle ``now`` (no wrap)."""
+    return (now >> t.block.epoch_bits) - (start >> t.block.epoch_bits)
+
+
 async def silent_flow(dut, age_out):
     """Flow 0 goes silent while the others keep sending one packet each per half epoch (chunk 1,
     delta 1), for
@@ -445,7 +450,7 @@ async def silent_flow_ages_out(dut):
     t.check("silent_flow_ages_out")
     E = 1 << t.block.epoch_bits
     others, rejoin = log[:-t.block.ring], log[-t.block.ring:]
-    stale_from = next(now for _, _, now, _ in others if (now >> t.block.epoch_bits) - (clear >> t.block.epoch_bits) > age_out)
+    stale_from = next(now for _, _, now, _ in others if epochs_between(t, clear, now) > age_out)
     expected = [step >= 2 and now < stale_from for _, step, now, _ in others]
     assert [marked for *_, marked in others] == expected, \
         f"marks before/after flow 0 turned stale at timer {stale_from} (clear {clear}, epoch {E} cycles)"
@@ -486,7 +491,7 @@ async def all_others_stale(dut):
     t.check("all_others_stale")
     log = tracked_log(t)
     alone = log[:-2]
-    stale_from = next(now for _, _, now, _ in alone if (now >> t.block.epoch_bits) - (clear >> t.block.epoch_bits) > age_out)
+    stale_from = next(now for _, _, now, _ in alone if epochs_between(t, clear, now) > age_out)
     assert [marked for *_, marked in alone] == [now < stale_from for _, _, now, _ in alone], (stale_from, alone)
     assert not all(m for *_, m in alone) and any(m for *_, m in alone), "the trace missed a phase"
     assert [marked for *_, marked in log[-2:]] == [False, True], "after flow 1 rejoined at step 0"
