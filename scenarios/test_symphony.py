@@ -15,6 +15,13 @@
 4. ``sweep`` (golden model only): the shared setting over background-burst rate (jitter) x ``delta``,
    mean of 2 seeds (``python -m tools.sym_measure --sweep --seeds N`` for more).
 
+Against the paper (up to 54 % lower collective time, Astra-Sim): the direction agrees for the
+victim job (A 8.9 % faster at seed 1, B unchanged; the sweep and ``tools.sym_measure`` give at most
+~13 %), the size does not: only one of eight flows is a victim, the ring dependency (``run_ahead``)
+caps how far an outpacer runs ahead and so the bandwidth it takes, and B's own bottleneck (the
+bursty hop) is not one throttling can relieve, so the makespan never improves. ``delta`` 0 hurts:
+throttled flows recover slower than the laggard catches up and become the new laggards.
+
 Where the marks come from: each closed loop (senders, links, CNPs) runs on the golden model
 ``ProgressRegfileModel``, whose marks drive the senders; every run of 1-3 is then replayed on the
 ``ProgressRegfile`` RTL under Verilator cycle by cycle (commands, packets, the model's timer = the
