@@ -1,6 +1,8 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
-# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length).
+# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length),
+# SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
+# BLOCK, N, MUTANT_ARGS (mutants: the block, how many mutants, more tools.mutants options).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -8,9 +10,16 @@ JOBS   ?= 2
 PACKETS ?= 20000
 PYTEST_ARGS ?=
 BLOCKS ?=
+SEEDS  ?= 4
+FIRST  ?= 1
+SHARD  ?= 1/1
+TESTS  ?=
+BLOCK  ?= spill_buffer
+N      ?=
+MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint formal scenarios verilog report bench waves clean
+.PHONY: all setup sim test lint formal scenarios regress regress-merge mutants coverage verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -38,6 +47,24 @@ formal: setup
 scenarios: setup
 	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
 	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
+
+## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit)
+regress: setup
+	$(PY) -m tools.regress --seeds $(SEEDS) --first $(FIRST) --shard $(SHARD) --jobs $(JOBS) $(if $(TESTS),--tests $(TESTS))
+
+## Merge every shard's JUnit file -> build/regress/report.xml, failures with their replay command
+regress-merge: setup
+	$(PY) -m tools.regress --merge build/regress/shard-*.xml
+
+## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
+coverage: setup
+	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
+	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
+	$(PY) -m tools.coverage $(BLOCKS)
+
+## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
+mutants: setup
+	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 
 ## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v
 verilog: setup

@@ -27,6 +27,7 @@ class Block:
     formal: bool = True         #: has formal/test_<name>.py
     stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
     bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
+    variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
 
     def _load(self, module, name):
         return getattr(importlib.import_module(f"{module}.{self.name}"), name)
@@ -63,15 +64,27 @@ BLOCKS = {b.name: b for b in [
           bench={"data_bytes": 64}),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
           "Spillway spill buffer manager", spec="§1"),
+    Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
+          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1"),
     Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
           "Symphony progress register file", spec="§2"),
     Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
-          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina"),
+          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina",
+          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
           stimulus="mixed"),
+    Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
+    Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
+    Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
     Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
           "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
+    Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",
+          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", spec="§4",
+          stimulus="dblp"),
 ]}
 
 

@@ -1,21 +1,31 @@
 """Formal properties of the aggregator allocator, proved by k-induction for every policy.
 
 The spec drives single-beat INA packets whose header fields, values, ``i.valid`` and ``o.ready`` are
-free on every cycle, and follows one job+seq ``X`` (any constant) whose worker ``b`` always carries
-the gradient ``g_b`` (any constant, small enough not to saturate), retransmits (``resend``) only
-after its original, and repeats its original only while that original is in the slot's partial
-aggregate (the window in which a switch can recognise a duplicate). Packets map to slot
-``index == jobseq mod slots`` (the ATP-style hash; any other index is a bad header or another slot).
-Proved for all such traces:
+free on every cycle. Shadows computed here (never the design's own decisions) are compared with
+what the design holds and emits.
 
-- single owner: a held slot (and a shadow copy) ``k`` holds a job+seq ``== k mod slots``, so no two
-  slots hold the same job+seq, and each slot has exactly one owner;
-- nothing added twice, nothing lost: every result, eviction or forwarded contribution of ``X``
-  carries exactly ``sum(g_b for b in its bitmap)``; the bitmaps of the non-retransmission pieces of
-  ``X`` are disjoint; the workers of ``X`` sent so far are exactly those already emitted, pending
-  in the output register, or in the slot's partial aggregate;
-- eviction carries exactly the partial aggregate: an eviction of ``X`` has the slot's bitmap and
-  the sum of exactly those workers' gradients (the same two properties, applied to evictions).
+ATP and ESA: packets map to slot ``index == jobseq mod slots`` (the ATP-style hash; any other index
+is a bad header or another slot). The spec follows one job+seq ``X != 0`` whose worker ``b`` always
+carries the gradient ``g_b`` (small enough never to reach ATP's bound), retransmits (``resend``)
+only after its original, repeats its original only while that original is in the slot (the window
+in which a switch can recognise a duplicate), and whose PS ACK comes only once every worker of X
+reached the PS (ACKs of other job+seqs, stray or early, are free). Proved:
+
+- single owner: a held slot ``k`` holds a job+seq ``== k mod slots``; no two slots hold the same one;
+- a bit added at most once: a slot holding X holds exactly ``sum(g_b for b in its bitmap)``;
+- an eviction (and every other piece of X the switch emits: results, flushes, collisions,
+  forwarded packets) carries exactly the sum of the workers in its bitmap, only X's workers;
+- nothing lost: the workers of X sent so far are exactly those emitted, pending in the output
+  register, or in X's slot;
+- ATP/ESA ACK: the cycle after an ACK that frees (not overflow=1 with resend=0), no slot holds its
+  job+seq.
+
+SwitchML: the spec follows one slot ``k0`` (any constant) whose packets all carry fan-in ``F`` and
+worker ``b``'s gradient ``g_b``; a worker sends to set ``t`` only while set ``1 - t`` is not
+mid-round (the workers alternate sets after a result; SwitchML's own window). Proved: for each
+set, while its count-down is non-zero it equals ``F - popcount(bitmap)`` and its values are the
+sum of exactly the workers in the bitmap; every result or retransmission answer for ``k0`` has
+the full bitmap and carries the sum of all ``F`` workers.
 """
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
@@ -26,11 +36,15 @@ from hdl.aggregator import Aggregator, AggregatorParams
 from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, wire_bytes, wire_view
 from models.headers import ina_packet
 
-LIMIT = 1 << 20     # |g_b| below this: W gradients never saturate an int32
+LIMIT = 1 << 20     # |g_b| below this: W gradients never reach an int32 bound
+
+
+def _popcount(value):
+    return sum(value[i] for i in range(len(value)))
 
 
 class AggregatorSpec(Elaboratable):
-    """The DUT fed free INA packets, with the properties above on a tracked job+seq."""
+    """The DUT fed free INA packets, with the properties above."""
 
     def __init__(self, policy, slots=2, workers=2, values=1, cover=False):
         assert slots & (slots - 1) == 0, "slots a power of two (index = jobseq mod slots)"
@@ -44,8 +58,8 @@ class AggregatorSpec(Elaboratable):
                                                              values=V, data_bytes=64))
         template = bytes(ina_packet(0, 0, 0, [0] * V)).ljust(64, b"\0")
         data = Signal(8 * 64)
-        ina = wire_view(INA, data, INA_OFFSET)
-        values = [wire_bytes(data, INA_HEADER_BYTES + 4 * v, 4).as_signed() for v in range(V)]
+        self.ina = ina = wire_view(INA, data, INA_OFFSET)
+        self.pkt_values = [wire_bytes(data, INA_HEADER_BYTES + 4 * v, 4).as_signed() for v in range(V)]
         m.d.comb += data.eq(int.from_bytes(template, "little"))
         m.d.comb += [ina.as_value().eq(AnySeq(INA.size))]
         m.d.comb += [wire_bytes(data, INA_HEADER_BYTES + 4 * v, 4).eq(AnySeq(32)) for v in range(V)]
@@ -54,122 +68,173 @@ class AggregatorSpec(Elaboratable):
             dut.i.payload.first.eq(1), dut.i.payload.last.eq(1), dut.i.payload.meta.port.eq(AnySeq(8)),
             dut.i.valid.eq(AnySeq(1)), dut.o.ready.eq(AnySeq(1)),
         ]
+        self.grads = [[Signal(signed(32), name=f"g{b}_{v}") for v in range(V)] for b in range(W)]
+        m.d.comb += [g.eq(AnyConst(signed(32))) for row in self.grads for g in row]
+        for row in self.grads:
+            m.d.comb += [Assume((g < LIMIT) & (g > -LIMIT)) for g in row]
+        self.fanin = Signal(8)
+        m.d.comb += [self.fanin.eq(AnyConst(8)), Assume((self.fanin >= 2) & (self.fanin <= W))]
+        self.full = Signal(W)
+        m.d.comb += self.full.eq(Cat(*(self.fanin > b for b in range(W))))
+        self.o_ina = wire_view(INA, dut.o.payload.data, INA_OFFSET)
+        self.o_values = [wire_bytes(dut.o.payload.data, INA_HEADER_BYTES + 4 * v, 4).as_signed()
+                         for v in range(V)]
+        self.transfer = dut.i.valid & dut.i.ready
+        if self.policy == "switchml":
+            self._switchml(m, dut)
+        else:
+            self._atp(m, dut)
+        return m
+
+    def gsum(self, bitmap):
+        return [sum(Mux(bitmap[b], self.grads[b][v], 0) for b in range(self.workers)) for v in range(self.values)]
+
+    def _atp(self, m, dut):
+        P, W, V = self.slots, self.workers, self.values
+        ina, o_ina, o_values, full, fanin, transfer = (self.ina, self.o_ina, self.o_values, self.full, self.fanin,
+                                                       self.transfer)
         mask = P - 1
         m.d.comb += Assume((ina.index & mask) == (ina.jobseq & mask))
-
-        # --- the tracked job+seq X ---
         x = Signal(32)
-        fanin = Signal(8)
-        grads = [[Signal(signed(32), name=f"g{b}_{v}") for v in range(V)] for b in range(W)]
-        m.d.comb += [x.eq(AnyConst(32)), fanin.eq(AnyConst(8))]
-        m.d.comb += [g.eq(AnyConst(signed(32))) for row in grads for g in row]
-        m.d.comb += Assume((fanin >= 2) & (fanin <= W))
-        for row in grads:
-            m.d.comb += [Assume((g < LIMIT) & (g > -LIMIT)) for g in row]
-        full = Signal(W)
-        m.d.comb += full.eq(Cat(*(fanin > b for b in range(W))))
+        m.d.comb += [x.eq(AnyConst(32)), Assume(x != 0)]
         kx = x & mask
         in_bits, out_bits = Signal(W), Signal(W)   # X's workers sent / emitted as pieces
 
-        def gsum(bitmap):
-            return [sum(Mux(bitmap[b], grads[b][v], 0) for b in range(W)) for v in range(V)]
-
-        # --- the output register's packet ---
-        o_ina = wire_view(INA, dut.o.payload.data, INA_OFFSET)
-        o_values = [wire_bytes(dut.o.payload.data, INA_HEADER_BYTES + 4 * v, 4).as_signed()
-                    for v in range(V)]
-        of_x = dut.o.valid & (o_ina.jobseq == x) & ~o_ina.ack
-        carries = of_x & (o_ina.result | o_ina.evict | o_ina.collision)
-        piece = Signal()       # a result, eviction or forwarded original: counts at the PS
-        m.d.comb += piece.eq(carries & ((o_ina.result & ~o_ina.resend) | o_ina.evict
-                                        | (o_ina.collision & ~o_ina.resend)))
+        # the output register's packet: every non-ACK packet of X is a piece the PS may count
+        piece = Signal()
+        m.d.comb += piece.eq(dut.o.valid & (o_ina.jobseq == x) & ~o_ina.ack)
         pend_bits = Signal(W)
         m.d.comb += pend_bits.eq(piece.replicate(W) & o_ina.bitmap[:W])
         with m.If(dut.o.valid & dut.o.ready & piece):
             m.d.sync += out_bits.eq(out_bits | o_ina.bitmap[:W])
 
-        # --- the slot of X ---
-        valid = [dut.slot_valid[k] for k in range(P)]
+        # the slot of X
+        jobseq = dut.slot_jobseq
         holds = Signal()
-        m.d.comb += holds.eq(
-            sum((valid[k] & (dut.slot_jobseq[k] == x) & (kx == k)) for k in range(P)) != 0)
-        s_bitmap = Signal(W)
-        s_complete = Signal()
-        s_fanin = Signal(8)
+        m.d.comb += holds.eq(sum(((jobseq[k] == x) & (kx == k)) for k in range(P)) != 0)
+        s_bitmap, s_count, s_fanin = Signal(W), Signal(8), Signal(8)
         s_values = [Signal(signed(32), name=f"s_value{v}") for v in range(V)]
         for k in range(P):
             with m.If(kx == k):
-                m.d.comb += [s_bitmap.eq(dut.slot_bitmap[k]), s_complete.eq(dut.slot_complete[k]),
+                m.d.comb += [s_bitmap.eq(dut.slot_bitmap[k]), s_count.eq(dut.slot_count[k]),
                              s_fanin.eq(dut.slot_fanin[k])]
                 m.d.comb += [s_values[v].eq(dut.slot_values[k][v]) for v in range(V)]
-        partial = Signal(W)
-        m.d.comb += partial.eq((holds & ~s_complete).replicate(W) & s_bitmap)
+        in_slot = Signal(W)
+        m.d.comb += in_slot.eq(holds.replicate(W) & s_bitmap)
 
-        transfer = dut.i.valid & dut.i.ready
         contribution = Signal()
         m.d.comb += contribution.eq(
             (ina.jobseq == x) & ~ina.ack & (ina.bitmap < (1 << W)) & (ina.fanin >= 2)
-            & (ina.fanin <= W) & (ina.index < P) & (ina.overflow == 0) & (ina.collision == 0)
-            & (ina.evict == 0) & (ina.result == 0) & (ina.resv == 0)
-            & (sum(ina.bitmap[b] for b in range(W)) == 1))
+            & (ina.fanin <= W) & (ina.index < P) & (ina.collision == 0)
+            & (ina.evict == 0) & (ina.result == 0) & (ina.resv == 0) & (_popcount(ina.bitmap) == 1))
         with m.If(transfer & contribution):
             m.d.comb += [Assume(ina.fanin == fanin), Assume((ina.bitmap[:W] & ~full) == 0)]
             for b in range(W):
                 with m.If(ina.bitmap[b]):
-                    m.d.comb += [Assume(values[v] == grads[b][v]) for v in range(V)]
+                    m.d.comb += [Assume(self.pkt_values[v] == self.grads[b][v]) for v in range(V)]
             with m.If(ina.resend):
                 m.d.comb += Assume((ina.bitmap[:W] & ~in_bits) == 0)
             with m.Else():
-                # a plain duplicate only while the original sits in the slot's partial aggregate
-                m.d.comb += Assume((ina.bitmap[:W] & in_bits & ~partial) == 0)
+                # a plain duplicate only while the original sits in the slot
+                m.d.comb += Assume((ina.bitmap[:W] & in_bits & ~in_slot) == 0)
                 m.d.sync += in_bits.eq(in_bits | ina.bitmap[:W])
+        with m.If(transfer & ina.ack & (ina.jobseq == x)):
+            m.d.comb += Assume(out_bits == full)
 
         # single owner
         for k in range(P):
-            with m.If(valid[k]):
-                m.d.comb += Assert((dut.slot_jobseq[k] & mask) == k, f"slot {k} holds a job+seq of slot {k}")
+            with m.If(jobseq[k] != 0):
+                m.d.comb += Assert((jobseq[k] & mask) == k, f"slot {k} holds a job+seq of slot {k}")
             for j in range(k):
-                with m.If(valid[j] & valid[k]):
-                    m.d.comb += Assert(dut.slot_jobseq[j] != dut.slot_jobseq[k],
-                                       f"slots {j} and {k} never hold the same job+seq")
-        # nothing added twice, nothing lost, evictions carry exactly the partial aggregate
-        with m.If(carries):
-            m.d.comb += [Assert(o_values[v] == gsum(o_ina.bitmap)[v],
-                                "an emitted piece of X carries exactly the sum of its workers")
-                         for v in range(V)]
+                with m.If(jobseq[j] != 0):
+                    m.d.comb += Assert(jobseq[j] != jobseq[k], f"slots {j} and {k} never hold the same job+seq")
+        # pieces exact, bit added at most once, nothing lost
+        with m.If(piece):
+            m.d.comb += [Assert(o_values[v] == self.gsum(o_ina.bitmap)[v],
+                                "an emitted piece of X (eviction, result, flush, forward) carries exactly "
+                                "the sum of its workers") for v in range(V)]
             m.d.comb += Assert((o_ina.bitmap[:W] & ~full) == 0, "an emitted piece of X has X's workers")
         m.d.comb += [
             Assert((in_bits & ~full) == 0, "only X's workers contribute to X"),
-            Assert((pend_bits & out_bits) == 0, "no worker of X is emitted twice"),
-            Assert((partial & (out_bits | pend_bits)) == 0, "a partial aggregate holds no emitted worker"),
-            Assert(in_bits == (out_bits | pend_bits | partial),
-                   "every contribution of X is emitted, pending or in its slot's partial aggregate"),
+            Assert(in_bits == (out_bits | pend_bits | in_slot),
+                   "every contribution of X is emitted, pending or in its slot"),
         ]
         with m.If(holds):
-            m.d.comb += [Assert(s_values[v] == gsum(s_bitmap)[v], "the slot holds exactly its workers' sum")
+            m.d.comb += [Assert(s_values[v] == self.gsum(s_bitmap)[v],
+                                "a bit is added at most once: the slot holds exactly its workers' sum")
                          for v in range(V)]
-            m.d.comb += Assert(s_fanin == fanin, "the slot of X has X's fan-in")
-            with m.If(s_complete):
-                m.d.comb += Assert((s_bitmap == full) & ((out_bits | pend_bits) == full),
-                                   "a complete slot's aggregate was emitted")
-        if dut.shadow:
-            for k in range(P):
-                with m.If(dut.shadow_valid[k]):
-                    m.d.comb += Assert((dut.shadow_jobseq[k] & mask) == k, f"shadow {k} holds a job+seq of slot {k}")
-                with m.If(dut.shadow_valid[k] & (dut.shadow_jobseq[k] == x)):
-                    m.d.comb += [Assert(dut.shadow_values[k][v] == gsum(dut.shadow_bitmap[k])[v],
-                                        "the shadow copy holds exactly its workers' sum") for v in range(V)]
-                    m.d.comb += Assert((dut.shadow_bitmap[k] == full) & ((out_bits | pend_bits) == full)
-                                       & (partial == 0), "the shadow copy of X is X's emitted result")
-
+            m.d.comb += Assert(s_count == _popcount(s_bitmap), "the slot of X counts its bitmap")
+            with m.If(s_count == fanin):
+                m.d.comb += Assert((out_bits | pend_bits) == full, "a complete slot's aggregate was emitted")
+        # an ACK that frees leaves no slot of its job+seq held
+        ack_check, ack_js = Signal(), Signal(32)
+        m.d.sync += [ack_check.eq(transfer & ina.ack & (ina.jobseq != 0) & ~(ina.overflow & ~ina.resend)
+                                  & (ina.index < P)), ack_js.eq(ina.jobseq)]
+        with m.If(ack_check):
+            m.d.comb += [Assert(jobseq[k] != ack_js, "an ACK leaves no slot of its job+seq held")
+                         for k in range(P)]
         if self.cover:
+            if self.policy == "esa":
+                m.d.comb += Cover(piece & o_ina.evict & ~o_ina.resend, "X's partial evicted (ESA)")
             m.d.comb += [
-                Cover(piece & o_ina.result & (o_ina.bitmap[:W] == full), "X aggregated in the switch"),
-                Cover(piece & o_ina.evict & (o_ina.bitmap[:W] != 0) & ~o_ina.resend, "X's partial evicted"),
-                Cover(piece & o_ina.collision, "a contribution of X forwarded to the PS"),
-                Cover(carries & o_ina.result & o_ina.resend, "a retransmission of X answered"),
+                Cover(piece & o_ina.result & ~o_ina.evict & (o_ina.bitmap[:W] == full), "X aggregated in the switch"),
+                Cover(piece & o_ina.evict & o_ina.resend, "X's slot flushed by a resend"),
+                Cover(piece & o_ina.collision, "a contribution of X forwarded with the collision flag"),
+                Cover(ack_check & (ack_js == x), "X ACKed and freed"),
             ]
-        return m
+
+    def _switchml(self, m, dut):
+        P, W, V = self.slots, self.workers, self.values
+        ina, o_ina, o_values, full, fanin, transfer = (self.ina, self.o_ina, self.o_values, self.full, self.fanin,
+                                                       self.transfer)
+        k0 = Signal(range(P))
+        m.d.comb += k0.eq(AnyConst(range(P)))
+        counts = [[Signal(range(W), name=f"c{t}") for t in range(2)]]
+        bitmaps = [[Signal(W, name=f"bm{t}") for t in range(2)]]
+        vals = [[[Signal(signed(32), name=f"val{t}_{v}") for v in range(V)] for t in range(2)]]
+        for k in range(P):
+            with m.If(k0 == k):
+                for t in range(2):
+                    m.d.comb += [counts[0][t].eq(dut.sml_count[k][t]), bitmaps[0][t].eq(dut.sml_bitmap[k][t])]
+                    m.d.comb += [vals[0][t][v].eq(dut.sml_values[k][t][v]) for v in range(V)]
+        counts, bitmaps, vals = counts[0], bitmaps[0], vals[0]
+        to_k0 = Signal()
+        m.d.comb += to_k0.eq(transfer & ~ina.ack & (ina.index[:15] == k0))
+        s = ina.index[15]
+        with m.If(to_k0):
+            m.d.comb += [Assume(ina.fanin == fanin), Assume((ina.bitmap[:W] & ~full) == 0),
+                         Assume(Mux(s, counts[0], counts[1]) == 0)]
+            for b in range(W):
+                with m.If(ina.bitmap[b]):
+                    m.d.comb += [Assume(self.pkt_values[v] == self.grads[b][v]) for v in range(V)]
+        for t in range(2):
+            with m.If(counts[t] != 0):
+                m.d.comb += Assert(counts[t] == fanin - _popcount(bitmaps[t]),
+                                   f"set {t}: the count-down equals fan-in minus the popcount of its bitmap")
+                m.d.comb += [Assert(vals[t][v] == self.gsum(bitmaps[t])[v],
+                                    f"set {t}: values are the sum of exactly its bitmap's workers") for v in range(V)]
+            m.d.comb += Assert((bitmaps[t] & ~full) == 0, f"set {t}: only the slot's workers")
+            # the alternation, as invariants: one set mid-round at a time; a finished set is full or empty
+            with m.If(counts[t] != 0):
+                m.d.comb += Assert(counts[1 - t] == 0, f"set {t} mid-round: set {1 - t} is not")
+                m.d.comb += Assert((bitmaps[1 - t] == 0) | (bitmaps[1 - t] == (full & ~bitmaps[t])),
+                                   f"set {t} mid-round: set {1 - t} holds the workers that have not moved on")
+            with m.If((counts[t] == 0) & (counts[1 - t] == 0)):
+                m.d.comb += Assert((bitmaps[t] == 0) | (bitmaps[t] == full), f"set {t} done: full or emptied")
+            with m.If((counts[t] == 0) & (bitmaps[t] == full)):
+                m.d.comb += [Assert(vals[t][v] == self.gsum(full)[v], f"set {t} done: the full sum")
+                             for v in range(V)]
+        m.d.comb += Assert((bitmaps[0] & bitmaps[1]) == 0, "a worker's bit is in one set at most")
+        # every emission for k0 (only results and answers are emitted) is the full sum
+        emitted = Signal()
+        m.d.comb += emitted.eq(dut.o.valid & o_ina.result & ~o_ina.ack & (o_ina.index[:15] == k0))
+        with m.If(emitted):
+            m.d.comb += Assert(o_ina.bitmap[:W] == full, "a result of k0 has every worker")
+            m.d.comb += [Assert(o_values[v] == self.gsum(full)[v], "a result of k0 is the sum of all its workers")
+                         for v in range(V)]
+        if self.cover:
+            m.d.comb += [Cover(emitted & (dut.o.payload.meta.port == 255), "k0's result multicast"),
+                         Cover(emitted & (dut.o.payload.meta.port != 255), "k0's result sent back to a worker")]
 
 
 @pytest.mark.parametrize("policy", ["atp", "switchml", "esa"])
@@ -177,7 +242,7 @@ def test_aggregator_proof(policy):
     prove(AggregatorSpec(policy), f"aggregator_{policy}", depth=4, mode="prove")
 
 
-@pytest.mark.parametrize("policy", ["atp", "esa"])
+@pytest.mark.parametrize("policy", ["atp", "switchml", "esa"])
 def test_aggregator_cover(policy):
-    """The properties are not vacuous: aggregation, eviction/flush, forwarding and resends happen."""
+    """The properties are not vacuous: aggregation, eviction/flush, forwarding, ACK frees, answers."""
     prove(AggregatorSpec(policy, cover=True), f"aggregator_cover_{policy}", depth=8, mode="cover")

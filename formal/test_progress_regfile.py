@@ -9,14 +9,28 @@ k-induction:
 - one register access per array per packet: the flow table is read, the job row read and written
   at most once from a packet's first beat to its last, never outside an accepted beat; only the
   first beat touches the state, and a packet never shares the row's write port with a command.
+
+Checked against an independent shadow (bounded, ``SHADOW_DEPTH`` cycles from reset, since the
+shadow's relation to the RTL's memories is not an inductive invariant the spec can state): the
+spec keeps its own flow table, job settings and job rows (steps and counts per position), updated
+from the same free config commands and the tracked packets' QPs read from the beat; for every
+tracked packet the RTL's step equals the shadow's, its ``min_step`` equals the true minimum of the
+*live* positions of the shadow row *after* this packet's update (ageing: the spec keeps its own
+clock, last-seen epochs and stale bits; a stale position never holds the minimum down), a live flow
+at that true minimum is never marked, ``aged`` equals the spec's count of positions that turned stale, and a packet
+is marked exactly when it is ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum;
+every forwarded header (valid IPv4 checksum in, any id and TOS, so any checksum value) leaves with
+a valid checksum (RFC 1624 with both end-around-carry folds).
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from formal.runner import prove
-from hdl.progress_regfile import COUNTERS, ProgressRegfile, ProgressRegfileParams
+from hdl.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
+from models.headers import roce_packet
+from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT
 
-PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3)
+PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3, epoch_bits=0, age_bits=2)
 
 
 def free_stream(m, port, ready):
@@ -79,9 +93,154 @@ class ProgressSpec(Elaboratable):
         return m
 
 
+class ShadowSpec(Elaboratable):
+    """ProgressRegfile with free inputs against the spec's own shadow of the tables and rows."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = ProgressRegfile(PARAMS)
+        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(AnySeq(1))]
+        free_stream(m, dut.i, dut.i.ready)
+        free_stream(m, dut.cfg, dut.cfg.ready)
+        J, R, T, bits, A = PARAMS.jobs, PARAMS.ring, PARAMS.table, PARAMS.step_bits, PARAMS.age_bits
+        top = (1 << bits) - 1
+        index_bits = (T - 1).bit_length()
+
+        def byte(k):
+            return dut.i.payload.data[8 * k:8 * k + 8]
+
+        # To keep the bounded run short the packets are single-beat RoCEv2 headers of one template
+        # with free TOS, IPv4 id and checksum (a valid one) and free QP low bits, and commands' QP high
+        # bits and chunk are narrowed (the parser and the free-input properties are ProgressSpec's).
+        template = bytes(roce_packet(qp=0, payload=bytes(PARAMS.data_bytes)))[:PARAMS.data_bytes]
+        ident = IP_OFFSET + 4                           # the IPv4 id: free, so any checksum value occurs
+        free = (IP_TOS_AT, ident, ident + 1, IP_CHECKSUM_AT, IP_CHECKSUM_AT + 1, BTH_DQPN_AT + 3)
+        for k, value in enumerate(template):
+            if k not in free:
+                m.d.comb += Assume(byte(k) == value)
+
+        def header_sum(data):
+            """One's complement sum of the IPv4 header's 16-bit words (0xFFFF when its checksum is right)."""
+            total = sum(Cat(data[8 * (k + 1):8 * (k + 2)], data[8 * k:8 * (k + 1)])
+                        for k in range(IP_OFFSET, IP_OFFSET + 20, 2))
+            total = (total & 0xFFFF) + (total >> 16)
+            return ((total & 0xFFFF) + (total >> 16))[:16]
+
+        m.d.comb += Assume(header_sum(dut.i.payload.data) == 0xFFFF)
+        with m.If(dut.o.valid):
+            m.d.comb += Assert(header_sum(dut.o.payload.data) == 0xFFFF,
+                               "shadow: a forwarded header's IPv4 checksum is right (RFC 1624, both folds)")
+        m.d.comb += Assume(dut.i.payload.last & (byte(BTH_DQPN_AT + 3) < 4))
+        m.d.comb += Assume((dut.cfg.payload.qp < 4) & (dut.cfg.payload.chunk < 4))
+
+        valid = [Signal(name=f"sh_valid{t}") for t in range(T)]
+        tag = [Signal(24, name=f"sh_qp{t}") for t in range(T)]
+        job_of = [Signal(range(J), name=f"sh_job{t}") for t in range(T)]
+        pos_of = [Signal(range(R), name=f"sh_pos{t}") for t in range(T)]
+        chunk = [Signal(16, name=f"sh_chunk{j}") for j in range(J)]
+        delta = [Signal(bits, name=f"sh_delta{j}") for j in range(J)]
+        age_out = [Signal(A, name=f"sh_age_out{j}") for j in range(J)]
+        steps = [[Signal(bits, name=f"sh_step{j}_{p}") for p in range(R)] for j in range(J)]
+        counts = [[Signal(16, name=f"sh_count{j}_{p}") for p in range(R)] for j in range(J)]
+        seen = [[Signal(A, name=f"sh_seen{j}_{p}") for p in range(R)] for j in range(J)]
+        stale = [[Signal(name=f"sh_stale{j}_{p}") for p in range(R)] for j in range(J)]
+        # The spec's own clock: cycles since reset, and the epoch (SPEC: an epoch is 2**epoch_bits cycles).
+        clock = Signal(PARAMS.epoch_bits + A)
+        m.d.sync += clock.eq(clock + 1)
+        now = clock[PARAMS.epoch_bits:]
+
+        cmd = dut.cfg.payload
+        with m.If(dut.cfg.valid & dut.cfg.ready):
+            for t in range(T):
+                with m.If(((cmd.op == OP_INSTALL) | (cmd.op == OP_REMOVE)) & (cmd.qp[:index_bits] == t)):
+                    m.d.sync += [valid[t].eq(cmd.op == OP_INSTALL), tag[t].eq(cmd.qp),
+                                 job_of[t].eq(cmd.job), pos_of[t].eq(cmd.position)]
+            for j in range(J):
+                with m.If((cmd.op == OP_JOB) & (cmd.job == j)):
+                    m.d.sync += [chunk[j].eq(Mux(cmd.chunk == 0, 1, cmd.chunk)), delta[j].eq(cmd.delta),
+                                 age_out[j].eq(cmd.age_out)]
+                    m.d.sync += [s.eq(0) for s in steps[j] + counts[j] + stale[j]]
+                    m.d.sync += [s.eq(now) for s in seen[j]]
+
+        # The tracked packet's flow, looked up in the shadow table by the QP read from the beat.
+        qp = Cat(byte(BTH_DQPN_AT + 3), byte(BTH_DQPN_AT + 2), byte(BTH_DQPN_AT + 1))
+        hit, job, pos = Signal(), Signal(range(J)), Signal(range(R))
+        for t in range(T):
+            with m.If(qp[:index_bits] == t):
+                m.d.comb += [hit.eq(valid[t] & (tag[t] == qp)), job.eq(job_of[t]), pos.eq(pos_of[t])]
+        # The shadow row after this packet's update, and its true minimum.
+        new = [Signal(bits, name=f"sh_new{p}") for p in range(R)]
+        old_stale = [Signal(name=f"sh_old_stale{p}") for p in range(R)]
+        idle = [Signal(A, name=f"sh_idle{p}") for p in range(R)]
+        step, count, limit, ahead, ageing = Signal(bits), Signal(16), Signal(16), Signal(bits), Signal(A)
+        for j in range(J):
+            with m.If(job == j):
+                m.d.comb += [limit.eq(chunk[j]), ahead.eq(delta[j]), ageing.eq(age_out[j])]
+                for p in range(R):
+                    m.d.comb += [new[p].eq(steps[j][p]), old_stale[p].eq(stale[j][p]), idle[p].eq(now - seen[j][p])]
+                    with m.If(pos == p):
+                        m.d.comb += [step.eq(steps[j][p]), count.eq(counts[j][p])]
+        closes = count + 1 >= limit
+        new_step = Mux(closes & (step != top), step + 1, step)
+        for p in range(R):
+            with m.If(pos == p):
+                m.d.comb += new[p].eq(new_step)
+        # Ageing: the other positions idle for more than age_out epochs (mod 2**age_bits) are stale
+        # from now on; the sender is live. The true minimum is over the live positions.
+        dead = [Signal(name=f"sh_dead{p}") for p in range(R)]
+        turned = [Signal(name=f"sh_turned{p}") for p in range(R)]
+        for p in range(R):
+            expired = (ageing != 0) & (idle[p] > ageing)
+            m.d.comb += [dead[p].eq((pos != p) & (old_stale[p] | expired)),
+                         turned[p].eq((pos != p) & ~old_stale[p] & expired)]
+        true_min = Signal(bits)
+        lowest = new_step
+        for p in range(R):
+            lowest = Mux(~dead[p] & (new[p] < lowest), new[p], lowest)
+        m.d.comb += true_min.eq(lowest)
+        with m.If(dut.decide):
+            for j in range(J):
+                with m.If(job == j):
+                    m.d.sync += [stale[j][p].eq(dead[p]) for p in range(R)]
+                for p in range(R):
+                    with m.If((job == j) & (pos == p)):
+                        m.d.sync += [steps[j][p].eq(new_step), counts[j][p].eq(Mux(closes, 0, count + 1)),
+                                     seen[j][p].eq(now)]
+        # The spec's own `aged` counter (saturating).
+        aged, counter_top = Signal(PARAMS.counter_bits), (1 << PARAMS.counter_bits) - 1
+        turning = sum(Cat(t, 0) for t in turned)
+        with m.If(dut.decide):
+            m.d.sync += aged.eq(Mux(aged + turning > counter_top, counter_top, aged + turning))
+        m.d.comb += Assert(dut.aged == aged, "shadow: aged counts the positions that turned stale")
+        ecn = byte(IP_TOS_AT)[:2]
+        expect_mark = (new_step - true_min > ahead) & (ecn != 0) & (ecn != ECN_CE)
+        with m.If(dut.decide):
+            m.d.comb += [
+                Assert(hit, "shadow: a tracked packet's QP is installed"),
+                Assert(dut.step == new_step, "shadow: the flow's step equals the shadow's"),
+                Assert(dut.min_step == true_min,
+                       "shadow: min_step is the true minimum of the live positions of the updated row "
+                       "(a stale position never holds it down)"),
+                Assert(~dut.mark | (new_step != true_min), "shadow: a live flow at the true minimum was marked"),
+                Assert(dut.mark == expect_mark, "shadow: marked exactly when ECT and more than delta ahead"),
+            ]
+        m.d.comb += Assert(~dut.mark | dut.decide, "shadow: only a tracked packet is marked")
+        m.d.comb += Cover(dut.decide & (new_step == true_min) & (step != new_step) & (new[0] != new[R - 1]))
+        m.d.comb += Cover(dut.decide & Cat(*(dead[p] & (new[p] < true_min) for p in range(R))).any())
+        return m
+
+
+SHADOW_DEPTH = 6
+
+
 def test_properties():
     """All properties hold in every reachable state (k-induction)."""
     prove(ProgressSpec(), "progress_regfile", depth=4, mode="prove")
+
+
+def test_shadow():
+    """The RTL's step, minimum and marking equal the independent shadow's (bounded from reset)."""
+    prove(ShadowSpec(), "progress_regfile_shadow", depth=SHADOW_DEPTH, mode="bmc")
 
 
 def test_covers():

@@ -21,10 +21,11 @@ memories through extra combinational read ports. All assertions together are k-i
 """
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.lib import data
 
 from formal.runner import prove
-from hdl.spill_buffer import SpillBufferParams, SpillCore
+from hdl.spill_buffer import CreditCore, SpillBufferParams, SpillCore
 
 PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
               depth_bits=2, handle_bits=3, counter_bits=4)
@@ -144,3 +145,194 @@ def test_spill_buffer_prove(order):
 
 def test_spill_buffer_cover():
     prove(Spec("flow"), "spill_buffer_cover", depth=16, mode="cover")
+
+
+# --- Disaggregated mode: CreditCore with the links and the spill node as free-delay channels ---------
+
+CREDIT_PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
+                                  depth_bits=2, handle_bits=3, counter_bits=4, mtu=100, return_slots=2)
+
+
+class ShiftFifo:
+    """A spec-side FIFO of ``depth`` records (shift register): ``push``/``pop`` in the same cycle work."""
+
+    def __init__(self, m, layout, depth, name):
+        self.m, self.depth = m, depth
+        self.items = [Signal(layout, name=f"{name}{k}") for k in range(depth)]
+        self.len = Signal(range(depth + 1), name=f"{name}_len")
+
+    def head(self):
+        return self.items[0]
+
+    def update(self, push, item, pop):
+        m, items = self.m, self.items
+        with m.If(pop):
+            m.d.sync += [items[k].eq(items[k + 1]) for k in range(self.depth - 1)]
+        with m.If(push):
+            for k in range(self.depth):
+                with m.If(self.len - pop == k):
+                    m.d.sync += items[k].eq(item)
+        m.d.sync += self.len.eq(self.len + push - pop)
+
+
+class CreditSpec(Elaboratable):
+    """CreditCore with free arrivals, queue depths and ready signals; the spill link, the node and the
+    return link are one free-delay FIFO channel per origin port (requests and returns are free events
+    constrained only by what was asked), re-injection a free-delay FIFO. Properties:
+
+    - no credit underflow or overflow: ``credit[p] + (packets of p at the node or held) == capacity``,
+      so the node never holds more than ``capacity`` packets of a port (never overwrites);
+    - a return the switch asked for is accepted, one it did not ask for is refused; held returns fit
+      ``return_slots``; the seq numbers come back in order (``misordered`` stays 0);
+    - drain requests only for ports with ``qdepth <= low``, at most ``drain_rate`` per aligned window
+      (counted by the spec's own window);
+    - per-flow order across the round trip: of two tracked packets of one flow and port, ``late`` is
+      never forwarded while ``early`` is out (spilled, not yet re-injected), and never re-injected
+      before ``early``.
+    """
+
+    def __init__(self, order="flow"):
+        self.core = CreditCore(CREDIT_PARAMS.replace(order=order))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        p = core.params
+        P, C, F, S = p.ports, p.capacity, p.flows, p.return_slots
+        m.d.comb += [core.d.valid.eq(AnySeq(1)), core.d.payload.eq(AnySeq(core.d.payload.shape().size)),
+                     core.qdepth.eq(AnySeq(core.qdepth.shape().size)), core.v.ready.eq(AnySeq(1)),
+                     core.req.ready.eq(AnySeq(1)), core.ret_valid.eq(AnySeq(1)), core.ret_port.eq(AnySeq(8)),
+                     core.ret_bad.eq(AnySeq(1)), core.hold.eq(AnySeq(P))]
+        v, a = core.v.payload, core.d.payload
+        decided = core.d.valid & core.v.ready
+        spill = decided & (v.kind == 1)
+
+        # Tracked packets: early and late of one flow and port, early decided first.
+        early_h, late_h = AnyConst(p.handle_bits), AnyConst(p.handle_bits)
+        flow, port = AnyConst(range(F)), AnyConst(range(P))
+        m.d.comb += Assume(early_h != late_h)
+        seen = {}
+        for name, h in (("early", early_h), ("late", late_h)):
+            here = core.d.valid & (a.handle == h)
+            s = seen[name] = Signal(name=f"{name}_seen")
+            m.d.comb += Assume(~(here & s))
+            with m.If(here):
+                m.d.comb += Assume((a.flow == flow) & (a.port == port) & ~a.malformed)
+            with m.If(here & core.v.ready):
+                m.d.sync += s.eq(1)
+        m.d.comb += Assume(~(core.d.valid & (a.handle == late_h) & ~seen["early"]))
+
+        # The world: per origin port a FIFO (spill link + node + return link), the requests in flight,
+        # and the returns held by the switch until re-injected.
+        record = data.StructLayout({"port": range(P), "flow": range(F), "seq": 16, "tag": 2})
+        tag = Cat(a.handle == early_h, a.handle == late_h)
+        node = [ShiftFifo(m, record, C + 1, f"node{q}") for q in range(P)]
+        held = ShiftFifo(m, record, S + 1, "held")
+        inflight = [Signal(range(C + 1), name=f"inflight{q}") for q in range(P)]
+        ret_port = core.ret_port[:1]
+        ret_fits = core.ret_valid & ~core.ret_bad & (core.ret_port < P)
+        m.d.comb += Assert(core.ret_ok == (ret_fits & (Array(inflight)[ret_port] != 0)),
+                           "a return is accepted iff it was asked for")
+        for q in range(P):
+            asked = core.ret_ok & (ret_port == q)
+            new = Signal(record, name=f"new{q}")
+            m.d.comb += [new.port.eq(q), new.flow.eq(v.flow), new.seq.eq(v.seq), new.tag.eq(tag)]
+            node[q].update(spill & (v.port == q), new, asked)
+            requested = core.req.valid & core.req.ready & (core.req.payload.port == q)
+            m.d.sync += inflight[q].eq(inflight[q] + requested - asked)
+            in_held = sum((held.len > k) & (held.items[k].port == q) for k in range(S + 1))
+            m.d.comb += [
+                Assert(node[q].len <= C, f"the node never holds more than capacity packets of port {q}"),
+                Assert(core.credit[q] + node[q].len + in_held == C, f"credits of port {q}: no underflow or overflow"),
+                Assert(inflight[q] <= node[q].len, f"port {q}: only stored packets are requested"),
+                Assert(core.asked[q] == inflight[q], f"port {q}: requests in flight"),
+            ]
+        picked = Signal(record)
+        m.d.comb += picked.eq(Array(node[q].head() for q in range(P))[ret_port])
+        done = AnySeq(1) & (held.len != 0)
+        head = held.head()
+        m.d.comb += [core.done_valid.eq(done), core.done_port.eq(head.port), core.done_flow.eq(head.flow),
+                     core.done_seq.eq(head.seq)]
+        held.update(core.ret_ok, picked, done)
+        m.d.comb += [Assert(held.len + sum(inflight) == core.reserved, "returns requested or held are reserved"),
+                     Assert(core.reserved <= S, "reserved within return_slots"),
+                     Assert(core.misordered == 0, "returns come back in seq order")]
+
+        # Drain requests: queue depth and the spec's own rate window.
+        window, used = Signal(range(p.drain_window)), Signal(range(p.drain_rate + 2))
+        requested = core.req.valid & core.req.ready
+        with m.If(window == p.drain_window - 1):
+            m.d.sync += [window.eq(0), used.eq(0)]
+        with m.Else():
+            m.d.sync += [window.eq(window + 1), used.eq(used + requested)]
+        m.d.comb += [
+            Assert(~core.req.valid | (Array(core.qdepth)[core.req.payload.port[:1]] <= p.low),
+                   "drain request only when the queue depth is <= low"),
+            Assert(~core.req.valid | ~core.hold.bit_select(core.req.payload.port[:1], 1),
+                   "no drain request for a held port"),
+            Assert(~requested | (used < p.drain_rate), "at most drain_rate requests per window"),
+            Assert(window == core.window, "windows aligned"), Assert(used == core.used, "requests in this window"),
+        ]
+
+        # Inductive strengthening: the core's tables against the world's contents.
+        live = [(node[q], k, node[q].items[k], node[q].len > k) for q in range(P) for k in range(C + 1)]
+        live += [(held, k, held.items[k], held.len > k) for k in range(S + 1)]
+        for f in range(F):
+            m.d.comb += Assert(core.flow_count[f] == sum(ok & (r.flow == f) for _, _, r, ok in live),
+                               f"flow table entry {f} counts the packets out")
+        for q in range(P):
+            in_held = [sum((held.len > j) & (held.items[j].port == q) for j in range(k)) for k in range(S + 1)]
+            total = sum((held.len > k) & (held.items[k].port == q) for k in range(S + 1))
+            for k in range(S + 1):
+                with m.If((held.len > k) & (held.items[k].port == q)):
+                    m.d.comb += Assert(held.items[k].seq == (core.expect[q] + in_held[k])[:16], "held seqs in order")
+            for k in range(C + 1):
+                with m.If(node[q].len > k):
+                    m.d.comb += Assert((node[q].items[k].seq == (core.expect[q] + total + k)[:16])
+                                       & (node[q].items[k].port == q), f"node {q} seqs in order")
+            m.d.comb += [Assert(core.seqs[q] == (core.expect[q] + total + node[q].len)[:16], f"seq {q} numbering"),
+                         Assert(core.unasked[q] + core.asked[q] == node[q].len, f"port {q}: asked + unasked")]
+
+        # Per-flow order across the round trip.
+        out = {}
+        for name, bit in (("early", 0), ("late", 1)):
+            h = early_h if name == "early" else late_h
+            spilled, back = Signal(name=f"{name}_spilled"), Signal(name=f"{name}_back")
+            with m.If(spill & (a.handle == h)):
+                m.d.sync += spilled.eq(1)
+            with m.If(done & head.tag[bit]):
+                m.d.sync += back.eq(1)
+            out[name] = (spilled, back, done & head.tag[bit])
+        early_out = out["early"][0] & ~out["early"][1]
+        late_forwarded = decided & (a.handle == late_h) & (v.kind == 0)
+        where = {}
+        for name, bit in (("early", 0), ("late", 1)):
+            hits = [(fifo, k, ok & r.tag[bit]) for fifo, k, r, ok in live]
+            for _, _, r, ok in live:
+                m.d.comb += Assert(~(ok & r.tag[bit]) | ((r.flow == flow) & (r.port == port)),
+                                   f"{name} is out with its flow and port")
+            m.d.comb += Assert(sum(hit for _, _, hit in hits) == (out[name][0] & ~out[name][1]),
+                               f"{name} is in one place while out")
+            where[name] = hits
+        for (fe, ke, he) in where["early"]:
+            for (fl, kl, hl) in where["late"]:
+                if fe is fl and ke >= kl:
+                    m.d.comb += Assert(~(he & hl), "early is ahead of late")
+                if fl is held and fe is not held:
+                    m.d.comb += Assert(~(he & hl), "late is not re-injected-side while early is at the node")
+        m.d.comb += [
+            Assert(~out["late"][0] | seen["early"], "late after early"),
+            Assert(~out["early"][0] | seen["early"], "early spilled after seen"),
+            Assert(~out["early"][1] | out["early"][0], "early back after spilled"),
+            Assert(~out["late"][1] | out["late"][0], "late back after spilled"),
+            Assert(~out["late"][0] | seen["late"], "late spilled after seen"),
+            Assert(~(late_forwarded & early_out), "late is never forwarded while early is out"),
+            Assert(~(out["late"][2] & early_out), "late is never re-injected before early"),
+        ]
+        m.d.comb += [Cover(out["early"][1] & out["late"][1]), Cover(core.spill_overflow != 0)]
+        return m
+
+
+@pytest.mark.parametrize("order", ["flow", "port"])
+def test_credit_core_prove(order):
+    prove(CreditSpec(order), f"spill_credit_{order}", depth=4, mode="prove")

@@ -11,6 +11,9 @@ from models import wire
 from models.chunk_bitmap import COUNTERS, LATENCY, OP_COMPLETE, OP_POST, OUTCOMES, ChunkBitmapParams
 from models.params import check
 
+if LATENCY != 2:    # the RTL is two stages (read, test-and-set) plus the result register
+    raise ImportError(f"models.chunk_bitmap.LATENCY = {LATENCY}: hdl/chunk_bitmap.py implements 2")
+
 __all__ = ["ChunkBitmap", "ChunkBitmapParams", "COUNTERS", "OUTCOMES", "OP_POST", "OP_COMPLETE", "LATENCY",
            "cmd_layout", "result_layout", "reciprocal_shift", "reciprocal"]
 
@@ -292,5 +295,4 @@ class ChunkBitmap(wiring.Component):
             counter = getattr(self, name)
             with m.If(ev[name] & (counter != (1 << p.counter_bits) - 1)):
                 m.d.sync += counter.eq(counter + 1)
-        assert LATENCY == 2
         return m

@@ -22,14 +22,16 @@ from models.wire import (
     IPPROTO_UDP,
     ROCE_HEADER_BYTES,
     ROCEV2_PORT,
+    SPILL_HEADER_BYTES,
+    SPILL_OFFSET,
     UDP_OFFSET,
 )
 
 __all__ = [
     "wire_layout", "wire_view", "wire_bytes", "wire_bit",
-    "ETHERNET", "IPV4", "UDP", "BTH", "INA",
+    "ETHERNET", "IPV4", "UDP", "BTH", "INA", "SPILL",
     "ETH_OFFSET", "IP_OFFSET", "UDP_OFFSET", "BTH_OFFSET", "INA_OFFSET",
-    "ROCE_HEADER_BYTES", "INA_HEADER_BYTES",
+    "ROCE_HEADER_BYTES", "INA_HEADER_BYTES", "SPILL_OFFSET", "SPILL_HEADER_BYTES",
     "ETHERTYPE_IPV4", "IPPROTO_UDP", "ROCEV2_PORT", "INA_PORT",
 ]
 
@@ -75,13 +77,17 @@ BTH = wire_layout(
     ("ackreq", 1), ("resv7", 7), ("psn", 24))
 
 #: INA (ATP-style aggregation shim, SPEC section 3) after Ethernet/IPv4/UDP: ATP's bitmap, fan-in,
-#: flags, job+seq and aggregator index, plus (*chosen*) the ``evict`` and ``result`` flags, two
-#: reserved bits and an 8-bit ESA priority. ``values`` signed big-endian int32 follow the header.
+#: flags, ECN, job+seq and aggregator index, plus (*chosen*) the ``evict`` and ``result`` flags, one
+#: reserved bit and an 8-bit ESA priority. ``values`` signed big-endian int32 follow the header.
 INA = wire_layout(
     ("bitmap", 32), ("fanin", 8),
     ("overflow", 1), ("resend", 1), ("collision", 1), ("ack", 1), ("evict", 1), ("result", 1),
-    ("resv", 2),
+    ("ecn", 1), ("resv", 1),
     ("jobseq", 32), ("index", 16), ("priority", 8))
+
+#: Spill-link shim (SPEC section 1, *chosen*) after an outer Ethernet header of EtherType 0x88B5:
+#: opcode, origin egress port, flow index, per-port sequence number, drain count, reserved.
+SPILL = wire_layout(("op", 8), ("port", 8), ("flow", 16), ("seq", 16), ("count", 8), ("resv", 8))
 
 
 def _check(name, layout, offset, size, fields):
@@ -110,4 +116,39 @@ _check("BTH", BTH, BTH_OFFSET, wire.BTH_BYTES, {"opcode": 8 * wire.BTH_OPCODE_AT
 _check("INA", INA, INA_OFFSET, wire.INA_BYTES,
        {"index": 8 * wire.INA_INDEX_AT, "overflow": _flag(wire.INA_OVERFLOW), "resend": _flag(wire.INA_RESEND),
         "collision": _flag(wire.INA_COLLISION), "ack": _flag(wire.INA_ACK), "evict": _flag(wire.INA_EVICT),
-        "result": _flag(wire.INA_RESULT), "resv": _flag(wire.INA_RESV_MASK)})
+        "result": _flag(wire.INA_RESULT), "ecn": _flag(wire.INA_ECN), "resv": _flag(wire.INA_RESV_MASK)})
+
+#: IPv6 fixed header (SPEC section 5: the outer and inner headers of an MRC packet); ``tc`` is the
+#: traffic class (DSCP in its upper six bits, ECN in the lower two).
+IPV6 = wire_layout(
+    ("version", 4), ("tc", 8), ("fl", 20), ("plen", 16), ("nh", 8), ("hlim", 8),
+    ("src", 128), ("dst", 128))
+
+_check("IPV6", IPV6, wire.OUTER_OFFSET, wire.IPV6_BYTES,
+       {"plen": 8 * (wire.OUTER_OFFSET + wire.IPV6_PLEN_AT), "nh": 8 * (wire.OUTER_OFFSET + wire.IPV6_NH_AT),
+        "hlim": 8 * (wire.OUTER_OFFSET + wire.IPV6_HLIM_AT), "src": 8 * (wire.OUTER_OFFSET + wire.IPV6_SRC_AT),
+        "dst": 8 * (wire.OUTER_OFFSET + wire.IPV6_DST_AT)})
+__all__ += ["IPV6"]
+_check("SPILL", SPILL, wire.SPILL_OFFSET, wire.SPILL_BYTES,
+       {"op": 8 * wire.SPILL_OP_AT, "port": 8 * wire.SPILL_PORT_AT, "flow": 8 * wire.SPILL_FLOW_AT,
+        "seq": 8 * wire.SPILL_SEQ_AT, "count": 8 * wire.SPILL_COUNT_AT})
+
+#: DBLP round shim (SPEC section 4) after Ethernet/IPv4/UDP: version, flags (LAST, RETX, two
+#: reserved bits), training phase, a reserved nibble, job, round, packet index, packet count (E)
+#: and a reserved half-word; the payload follows at ``DBLP_HEADER_BYTES``.
+DBLP = wire_layout(
+    ("ver", 4), ("last", 1), ("retx", 1), ("fresv", 2), ("phase", 4), ("resv", 4),
+    ("job", 8), ("round", 16), ("idx", 16), ("cnt", 16), ("resv2", 16))
+DBLP_OFFSET, DBLP_HEADER_BYTES = wire.DBLP_OFFSET, wire.DBLP_HEADER_BYTES
+__all__ += ["DBLP", "DBLP_OFFSET", "DBLP_HEADER_BYTES"]
+
+
+def _dblp_flag(mask):
+    """Wire bit, in the packet, of the first bit of ``mask`` in the low nibble of DBLP byte 0."""
+    return 8 * DBLP_OFFSET + 8 - mask.bit_length()
+
+
+_check("DBLP", DBLP, DBLP_OFFSET, wire.DBLP_BYTES,
+       {"ver": 8 * DBLP_OFFSET, "last": _dblp_flag(wire.DBLP_LAST), "retx": _dblp_flag(wire.DBLP_RETX),
+        "fresv": _dblp_flag(wire.DBLP_FLAGS_RESV), "phase": 8 * (DBLP_OFFSET + 1),
+        "round": 8 * (DBLP_OFFSET + 3), "cnt": 8 * (DBLP_OFFSET + 7)})

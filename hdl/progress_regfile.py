@@ -13,11 +13,11 @@ __all__ = ["ProgressRegfile", "ProgressRegfileParams", "COUNTERS", "OP_INSTALL",
            "OP_JOB", "LAST_OPCODES", "config_layout"]
 
 
-def config_layout(jobs, ring, step_bits):
+def config_layout(jobs, ring, step_bits, age_bits=ProgressRegfileParams.age_bits):
     """Control-plane command: install/remove a QP's mapping, or (re)configure and clear a job."""
     return data.StructLayout({
         "op": 2, "qp": 24, "job": range(jobs), "position": range(ring),
-        "chunk": 16, "delta": step_bits,
+        "chunk": 16, "delta": step_bits, "age_out": age_bits,
     })
 
 
@@ -27,8 +27,8 @@ class ProgressRegfile(wiring.Component):
     A flow is a RoCEv2 dest QP. ``cfg`` (control plane) commands: ``OP_INSTALL`` maps ``qp`` to
     (``job``, ``position``) in a direct-mapped table of ``table`` entries indexed by the QP's low
     bits (the full QP is kept as tag); ``OP_REMOVE`` unmaps it; ``OP_JOB`` sets a job's ``chunk``
-    (packets per step, >= 1) and ``delta`` and clears its progress (a new job). A command takes
-    its cycle from the packets (``i.ready`` low).
+    (packets per step, >= 1), ``delta`` and ``age_out`` and clears its progress (a new job: every
+    position live, seen now). A command takes its cycle from the packets (``i.ready`` low).
 
     Per packet (headers in beat 0), in the cycle its first beat is accepted:
 
@@ -38,14 +38,29 @@ class ProgressRegfile(wiring.Component):
     - a tracked flow (``tracked``): its packet count in the current step +1; at ``chunk`` packets
       (or, with ``message_steps``, on a message-last opcode) its step +1 and the count restarts;
       the job's laggard estimate ``min_step`` is the minimum over the job's ``ring`` positions
-      (exact: the ring's step counters form one row read and written once per packet);
+      over the job's *live* ring positions after this update (exact: the ring's step counters form
+      one row read and written once per packet);
     - if ``step - min_step > delta`` the flow outpaces its job: an ECN-capable packet (ECT(0),
       ECT(1)) is marked CE, the IPv4 checksum updated incrementally (RFC 1624) (``marked``); a
       Not-ECT one is left as it is (``not_ect``); a CE packet stays CE. A flow at the minimum is
       never marked (``delta >= 0``). ICRC does not cover the TOS byte, so it stays valid.
 
+    Ageing (*chosen*): a free-running timer counts cycles from reset; the epoch is its bits
+    [``epoch_bits``, ``epoch_bits + age_bits``) (an epoch is 2**``epoch_bits`` cycles). Each position
+    of a job row keeps its last-seen epoch ``seen`` and a sticky ``stale`` bit. On a tracked packet
+    with its job's ``age_out`` > 0 (0 = ageing off), every other position with
+    ``(epoch - seen) mod 2**age_bits > age_out`` turns stale (``aged`` += how many turned; a stale
+    position stays stale, so the wrap of ``seen`` cannot revive it once a packet of its job has
+    seen it stale); the sender is seen now and is live again with the step it had (rejoin). Stale
+    positions are left out of ``min_step``; the sender is always live, so with every other position
+    stale its own step is the minimum and nothing is marked. Limits: ``age_out`` <= 2**age_bits - 2
+    to ever age; a position is judged only when a packet of its job passes, so a job idle for
+    2**age_bits epochs or more cannot tell an old epoch from a new one (its idle positions look
+    fresh again until the timer moves past ``age_out`` once more).
+
     State a Tofino-class pipeline holds: the flow table (one read per packet), the job rows
-    {step, count per position} (one read-modify-write per packet), the job settings (one read).
+    {step, count, seen, stale per position} (one read-modify-write per packet), the job settings
+    {chunk, delta, age_out} (one read).
     Step counters saturate at 2**``step_bits``-1; counters saturate at 2**``counter_bits``-1;
     either sets the sticky ``saturated`` output. Output is a register stage (latency 1, one beat
     per cycle); other beats pass unchanged.
@@ -57,14 +72,17 @@ class ProgressRegfile(wiring.Component):
             p.jobs, p.ring, p.step_bits, p.counter_bits, p.data_bytes, p.message_steps)
         self.jobs, self.ring, self.table, self.step_bits = jobs, ring, p.table, step_bits
         self.counter_bits, self.data_bytes, self.message_steps = counter_bits, data_bytes, message_steps
+        self.epoch_bits, self.age_bits = p.epoch_bits, p.age_bits
         self.row = data.StructLayout({"step": data.ArrayLayout(step_bits, ring),
-                                      "count": data.ArrayLayout(16, ring)})
+                                      "count": data.ArrayLayout(16, ring),
+                                      "seen": data.ArrayLayout(p.age_bits, ring),
+                                      "stale": data.ArrayLayout(1, ring)})
         self.entry = data.StructLayout({"valid": 1, "qp": 24, "job": range(jobs), "position": range(ring)})
-        self.settings = data.StructLayout({"chunk": 16, "delta": step_bits})
+        self.settings = data.StructLayout({"chunk": 16, "delta": step_bits, "age_out": p.age_bits})
         signature = {
             "i": In(packet_signature(data_bytes)),
             "o": Out(packet_signature(data_bytes)),
-            "cfg": In(stream.Signature(config_layout(jobs, ring, step_bits))),
+            "cfg": In(stream.Signature(config_layout(jobs, ring, step_bits, p.age_bits))),
             "saturated": Out(1),
         }
         signature.update({name: Out(counter_bits) for name in COUNTERS})
@@ -74,6 +92,8 @@ class ProgressRegfile(wiring.Component):
         self.step = Signal(step_bits)           # the flow's step after this packet
         self.min_step = Signal(step_bits)       # its job's minimum step after this packet
         self.mark = Signal()
+        self.epoch = Signal(p.age_bits)         # the current epoch
+        self.stale = Signal(ring)               # the job's stale positions after this packet
         self.first = Signal()                   # the beat on `i` starts a packet
         self.table_reads = Signal()             # packet accesses of each array in this cycle
         self.row_reads = Signal()
@@ -130,9 +150,21 @@ class ProgressRegfile(wiring.Component):
         new_step = Mux(closes & (step != top), step + 1, step)
         new_count = Mux(closes, 0, count + 1)
         steps = [Mux(position == p, new_step, row.step[p]) for p in range(R)]
-        minimum = steps[0]
-        for s in steps[1:]:
-            minimum = Mux(s < minimum, s, minimum)
+
+        # Ageing: the other positions idle for more than age_out epochs turn stale; the sender is
+        # seen now and live. The minimum is taken over the live positions (the sender is one).
+        timer = Signal(self.epoch_bits + self.age_bits)
+        m.d.sync += timer.eq(timer + 1)
+        m.d.comb += self.epoch.eq(timer[self.epoch_bits:])
+        age_mask = (1 << self.age_bits) - 1
+        expired = [(setting.age_out != 0) & (((self.epoch - row.seen[p]) & age_mask) > setting.age_out)
+                   for p in range(R)]
+        stale = [Mux(position == p, 0, row.stale[p] | expired[p]) for p in range(R)]
+        turned = [~row.stale[p] & expired[p] & (position != p) for p in range(R)]
+        m.d.comb += self.stale.eq(Cat(*stale))
+        minimum = new_step
+        for p in range(R):
+            minimum = Mux(~stale[p] & (steps[p] < minimum), steps[p], minimum)
         ecn = ip.tos[:2]
         outpacing = (new_step - self.min_step) > setting.delta
         m.d.comb += [
@@ -154,12 +186,16 @@ class ProgressRegfile(wiring.Component):
                         set_write.addr.eq(cfg.job), set_write.en.eq(1),
                         set_write.data.chunk.eq(Mux(cfg.chunk == 0, 1, cfg.chunk)),
                         set_write.data.delta.eq(cfg.delta),
+                        set_write.data.age_out.eq(cfg.age_out),
                         row_write.addr.eq(cfg.job), row_write.en.eq(1), row_write.data.eq(0),
                     ]
+                    m.d.comb += [row_write.data.seen[p].eq(self.epoch) for p in range(R)]
         with m.Elif(self.decide):
             m.d.comb += [row_write.addr.eq(entry.job), row_write.en.eq(1), row_write.data.eq(row)]
             for p in range(R):
+                m.d.comb += row_write.data.stale[p].eq(stale[p])
                 with m.If(position == p):
+                    m.d.comb += row_write.data.seen[p].eq(self.epoch)
                     m.d.comb += [row_write.data.step[p].eq(new_step), row_write.data.count[p].eq(new_count)]
 
         # Output register: the beat, with ECN CE and the checksum rewritten when marked.
@@ -190,6 +226,12 @@ class ProgressRegfile(wiring.Component):
             "not_ect": self.decide & outpacing & (ecn == 0),
         }
         saturating = step_saturates
+        aged = Signal(range(R + 1))
+        m.d.comb += aged.eq(sum(Cat(t, 0) for t in turned))
+        room = (1 << self.counter_bits) - 1 - self.aged
+        with m.If(self.decide & (aged != 0)):
+            m.d.sync += self.aged.eq(Mux(aged > room, self.aged + room, self.aged + aged))
+        saturating = saturating | (self.decide & (aged > room))
         for name, event in events.items():
             counter = getattr(self, name)
             full = counter == (1 << self.counter_bits) - 1

@@ -49,13 +49,16 @@ def roce_packet(src="10.0.0.1", dst="10.0.0.2", sport=49152, qp=1, psn=0, op=RC_
 
 
 class INA(Packet):
-    """ATP-style aggregation header (+ evict/result flags and ESA priority), then int32 values."""
+    """ATP-style aggregation header (+ evict/result flags and ESA priority), then int32 values.
+
+    Under SwitchML ``index`` is the pool index: bit 15 the set, bits 14..0 the slot.
+    """
     name = "INA"
     fields_desc = [
         XIntField("bitmap", 0), ByteField("fanin", 0),
         BitField("overflow", 0, 1), BitField("resend", 0, 1), BitField("collision", 0, 1),
         BitField("ack", 0, 1), BitField("evict", 0, 1), BitField("result", 0, 1),
-        BitField("resv", 0, 2),
+        BitField("ecn", 0, 1), BitField("resv", 0, 1),
         XIntField("jobseq", 0), ShortField("index", 0), ByteField("priority", 0),
         FieldListField("values", [], SignedIntField("value", 0)),
     ]
@@ -256,3 +259,38 @@ def dblp_round(job, round, cnt, phase=0, payload_bytes=8, rng=None, **kw):
 
 
 __all__ += ["DBLP", "DBLP_PORT", "bind_dblp", "dblp_packet", "dblp_round"]
+
+
+# --- Spillway: spill-link shim after an outer Ethernet header (SPEC section 1) --------------------
+
+class Spill(Packet):
+    """Spill-link shim (EtherType 0x88B5): op, origin egress port, flow index, per-port sequence
+    number, drain count, reserved; DATA and RETURN frames carry the whole original frame after it."""
+    name = "Spill"
+    fields_desc = [ByteField("op", wire.SPILL_DATA), ByteField("port", 0), ShortField("flow", 0),
+                   ShortField("seq", 0), ByteField("count", 0), ByteField("resv", 0)]
+
+    def guess_payload_class(self, payload):
+        return Ether if self.op in (wire.SPILL_DATA, wire.SPILL_RETURN) and payload else Raw
+
+
+bind_layers(Ether, Spill, type=wire.ETHERTYPE_SPILL)
+
+#: Outer Ethernet addresses of spill-link frames (*chosen*: locally administered).
+SWITCH_MAC, NODE_MAC = "02:5b:00:00:00:01", "02:5b:00:00:00:02"
+
+
+def spill_frame(inner, port, flow=0, seq=0, op=wire.SPILL_DATA):
+    """A DATA (switch -> node) or RETURN (node -> switch) frame carrying ``inner`` (bytes or scapy)."""
+    src, dst = (NODE_MAC, SWITCH_MAC) if op == wire.SPILL_RETURN else (SWITCH_MAC, NODE_MAC)
+    return Ether(dst=dst, src=src, type=wire.ETHERTYPE_SPILL) / Spill(op=op, port=port, flow=flow, seq=seq) \
+        / Raw(bytes(inner))
+
+
+def drain_request(port, count=1):
+    """A drain request (switch -> node): send back ``count`` packets of ``port``."""
+    return Ether(dst=NODE_MAC, src=SWITCH_MAC, type=wire.ETHERTYPE_SPILL) / Spill(op=wire.SPILL_DRAIN, port=port,
+                                                                                  count=count)
+
+
+__all__ += ["Spill", "SWITCH_MAC", "NODE_MAC", "spill_frame", "drain_request"]

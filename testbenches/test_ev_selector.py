@@ -1,19 +1,27 @@
-"""MRC EV selector: golden model, directed rules of SPEC section 5 and its formal properties."""
+"""MRC EV selector: golden model, directed rules of SPEC section 5 and its formal properties; the RTL
+under Verilator against the cycle-accurate model every cycle (selection, stall, retransmit, slot states).
+"""
+import itertools
 import os
+import random
 
+import cocotb
 import pytest
+from cocotb.triggers import ReadOnly, RisingEdge
 
+from hdl.ev_selector import KIND, EvSelector, answer_layout, request_layout
 from models.ev_selector import (
     ASSUMED_BAD,
     COUNTERS,
     DENIED,
     EVENT_COUNTERS,
+    EVENT_KINDS,
     GOOD,
     SKIP,
     EvSelectorModel,
     EvSelectorParams,
 )
-from testbenches import runner
+from testbenches import runner, tb
 
 
 @pytest.fixture
@@ -311,3 +319,224 @@ def test_random_feedback_keeps_the_formal_properties(rng, kw):
 def test_bad_parameters_name_the_field(kw, field, error):
     with pytest.raises(error, match=f"EvSelectorParams.*{field}"):
         EvSelectorParams(**kw)
+
+
+# --- RTL under Verilator ------------------------------------------------------------------------------
+
+class TB(tb.BlockTB):
+    """Drives ``i`` one request per cycle and compares ``o`` with ``EvSelectorModel.step`` in the same
+    cycle (a cycle without a transfer does not step the model); slot states compared too."""
+
+    name = "ev_selector"
+
+    def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
+        super().__init__(dut)
+        p = self.params
+        self.rng, self.idle, self.backpressure = rng, idle, backpressure
+        self.req, self.ans = request_layout(p), answer_layout(p)
+        self.fresh = iter(itertools.count(1 << 20))
+        dut.i__valid.value = 0
+        dut.o__ready.value = 0
+        self.restart()
+
+    def restart(self):
+        self.model = EvSelectorModel(self.params)
+        self.wants = self.events = self.cycles = self.selections = 0
+
+    def encode(self, event):
+        if event is None:
+            return {"valid": 0}
+        return {"valid": 1, "kind": KIND[event["kind"]] if isinstance(event["kind"], str) else event["kind"],
+                **{k: int(v) for k, v in event.items() if k != "kind"}}
+
+    async def step(self, want, event=None, raw_kind=None, check=True):
+        """One cycle: drive, compare (on a transfer) and clock. ``raw_kind``: an undefined kind code,
+        which the RTL counts as ``stale`` (the model raises on it); ``check``: compare the slot states
+        (registered, before this cycle's edge) with the model's."""
+        dut = self.dut
+        while True:
+            valid = self.rng.random() >= self.idle
+            ready = self.rng.random() >= self.backpressure
+            encoded = self.encode(event) if raw_kind is None else {"valid": 1, "kind": raw_kind}
+            dut.i__payload.value = tb.pack(self.req, {"want": int(want), "event": encoded})
+            dut.i__valid.value = int(valid)
+            dut.o__ready.value = int(ready)
+            await ReadOnly()
+            if check:
+                self.check_state()
+            got = tb.unpack(self.ans, dut.o__payload.value.to_unsigned())
+            assert int(dut.o__valid.value) == valid and int(dut.i__ready.value) == ready
+            await RisingEdge(dut.clk)
+            self.cycles += 1
+            if valid and ready:
+                break
+        if raw_kind is None:
+            out = self.model.step(want, event)
+        else:
+            out = self.model.step(want)
+            self.model._count("stale")
+        self.wants += bool(want)
+        self.events += event is not None or raw_kind is not None
+        self.selections += out["valid"]
+        exp = (out["valid"], out["slot"], out["ev"], out["plane"], out["stall"], out["retransmit"])
+        rtl = (bool(got["selected"]), got["slot"] if got["selected"] else None,
+               got["ev"] if got["selected"] else None, got["plane"] if got["selected"] else None,
+               bool(got["stall"]), bool(got["retransmit"]))
+        assert rtl == exp, f"cycle {self.cycles}, want {want}, event {event}: RTL {rtl}, model {exp}"
+        return out
+
+    def check_state(self):
+        states = [int(getattr(self.dut, f"state{k}").value) for k in range(self.params.n_ev)]
+        assert states == [s for _, s in self.model.slots], (states, self.model.slots)
+        for k, (ev, s) in enumerate(self.model.slots):
+            if s in (GOOD, SKIP):
+                assert int(getattr(self.dut, f"ev{k}").value) == ev, f"slot {k}"
+
+    async def fill(self, extra=1):
+        p = self.params
+        for k in range(p.n_ev // p.planes + extra):
+            for plane in range(p.planes):
+                await self.step(False, {"kind": "backup", "plane": plane, "ev": next(self.fresh)})
+
+    async def finish(self):
+        await ReadOnly()                         # the last cycle's counts are in after its edge
+        c = self.check_counters(self.model.counters)
+        top = (1 << self.params.counter_bits) - 1
+        if self.wants < top and self.events < top:
+            self.conserved("requests", self.wants, selected=c["selected"], no_ev=c["no_ev"])
+            self.conserved("events", self.events, **{k: c[k] for k in EVENT_COUNTERS})
+        tb.summary(cycles_driven=self.cycles)
+        return c
+
+
+async def random_cycles(t, n, want=0.7):
+    m = t.model
+    for i in range(n):
+        await t.step(t.rng.random() < want, random_event(m, t.rng, t.fresh))
+
+
+@cocotb.test()
+async def random_feedback(dut):
+    """Seeded random feedback mixes (ECN echo, trimmed NACKs on and off the last hop, untrimmed loss,
+    probe results, deny, backups; live and stale EVs) with idle and back-pressured cycles: every
+    cycle equals the model's, slot states too; counters; conservation of requests and events."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, idle=0.1, backpressure=0.2)
+    await t.reset()
+    await t.fill()
+    await random_cycles(t, 3000)
+    c = await t.finish()
+    for name in ("selected", "skip_cleared", "ecn_skip", "trim_skip", "trim_kept", "demoted",
+                 "probe_ok", "probe_restored", "stale", "refilled"):
+        assert c[name], name
+
+
+@cocotb.test()
+async def directed(dut):
+    """Every rule at its boundary: round robin and wrap; a SKIP passed once (cleared, unused) before
+    and after the cursor; stall with one SKIP cleared; ECN on SKIP held; trims on and off the last hop;
+    loss refilled from the same plane, down to the floor, then suppressed; probes to PROBE_OK_N with a
+    failure between; pool full; backup FIFO full; deny; stale EVs; undefined event kinds."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng)
+    p = t.params
+    m = t.model
+    await t.reset()
+    out = await t.step(True)
+    assert out["stall"], "after reset every slot is vacant"
+    await t.fill(extra=p.backup_depth + 1)                  # one more than the FIFOs hold: backup_full
+    assert m.counters["backup_full"] == p.planes
+    for _ in range(p.n_ev + 2):                             # round robin, wrapping
+        await t.step(True)
+    ev_at = lambda k: m.slots[k][0]                          # noqa: E731
+    # SKIPs before and after the cursor; a stall clears exactly one
+    for k in range(p.n_ev):
+        await t.step(False, {"kind": "ecn", "slot": k, "ev": ev_at(k)})
+    await t.step(False, {"kind": "ecn", "slot": 0, "ev": ev_at(0)})                     # held
+    assert m.counters["ecn_held"] == 1 and all(s == SKIP for _, s in m.slots)
+    for _ in range(p.n_ev + 2):
+        await t.step(True)
+    for k in range(p.n_ev):
+        await t.step(False, {"kind": "trim", "slot": k, "ev": ev_at(k), "last_hop": k % 2})
+    await t.step(False, {"kind": "trim", "slot": 0, "ev": ev_at(0) ^ 1, "last_hop": 0})   # stale: still a NACK
+    for k in range(3):
+        await t.step(True)
+    # losses: FIFO refills, then vacancies down to the floor, then suppressed; the pool fills up
+    for r in range(p.backup_depth * p.planes + p.n_ev + 2):
+        k = r % p.n_ev
+        await t.step(r % 2 == 0, {"kind": "loss", "slot": k, "ev": ev_at(k)})
+    assert m.counters["demote_suppressed"] and m.counters["refilled"]
+    assert m.counters["probe_full"] or p.probe_slots > p.n_ev
+    # probes: a failure resets the count, PROBE_OK_N successes restore into a vacant slot
+    for index, entry in enumerate(list(m.pool)):
+        if entry is None:
+            continue
+        await t.step(True, {"kind": "probe", "index": index, "ev": entry[0], "ok": 1})
+        await t.step(True, {"kind": "probe", "index": index, "ev": entry[0], "ok": 0})
+        for _ in range(p.probe_ok_n):
+            await t.step(False, {"kind": "probe", "index": index, "ev": entry[0], "ok": 1})
+        await t.step(False, {"kind": "probe", "index": index, "ev": entry[0], "ok": 1})    # stale now
+    # deny without backups leaves DENIED; stale slot and undefined kinds
+    for k in range(p.n_ev):
+        await t.step(True, {"kind": "deny", "slot": k, "ev": ev_at(k)})
+    for raw_kind in range(len(EVENT_KINDS), 1 << (len(EVENT_KINDS) - 1).bit_length()):
+        await t.step(True, raw_kind=raw_kind)
+    await t.step(True, {"kind": "backup", "plane": 0, "ev": next(t.fresh)})
+    c = await t.finish()
+    assert all(c[name] for name in COUNTERS), c
+
+
+@cocotb.test()
+async def line_rate(dut):
+    """A request every cycle with feedback arriving: one selection per cycle, no stall."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng)
+    p = t.params
+    await t.reset()
+    await t.fill()
+    n = 600
+    before = t.selections
+    for _ in range(n):
+        k = rng.randrange(p.n_ev)
+        await t.step(True, {"kind": rng.choice(("ecn", "trim")), "slot": k, "ev": t.model.slots[k][0],
+                            "last_hop": 0})
+    assert t.selections - before == n, f"{n} requests, {t.selections - before} selections"
+    await t.finish()
+
+
+@cocotb.test()
+async def reset_mid_traffic(dut):
+    """Reset in the middle of random feedback: every slot vacant (a stall), FIFOs, pool and counters
+    cleared; then fresh traffic matches a fresh model."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, idle=0.1, backpressure=0.2)
+    await t.reset()
+    await t.fill()
+    await random_cycles(t, rng.randrange(100, 600))
+    await t.reset(2)
+    t.restart()
+    assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
+    out = await t.step(True)
+    assert out["stall"]
+    await t.fill()
+    await random_cycles(t, 600)
+    await t.finish()
+
+
+# --- pytest ----------------------------------------------------------------------------------------
+
+PARAMS = {
+    "default": EvSelectorParams(),
+    #: 3 planes of 2 slots, floor = every slot, tiny FIFOs and pool, 3-bit counters, 20-bit EVs.
+    "small": EvSelectorParams(n_ev=6, planes=3, min_active=4, backup_depth=2, probe_slots=2, probe_ok_n=2,
+                              ev_bits=21, counter_bits=3),
+}
+
+
+def runs(config, test):
+    return config == "default" or test in ("random_feedback", "directed")
+
+
+@runner.parametrize(__name__, PARAMS, select=runs)
+def test_ev_selector(params, testcase, record_property):
+    record_property("innet", runner.run(EvSelector, params, __name__, testcase))

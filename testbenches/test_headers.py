@@ -78,3 +78,34 @@ def test_wire_view_on_a_beat():
 
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_spill_layout_round_trip():
+    """Spill frames (DATA, RETURN, DRAIN): scapy bytes -> SPILL fields -> bytes; the inner frame is whole."""
+    from models import wire
+    from models.headers import Spill, drain_request, spill_frame
+    rng = random.Random(3)
+    size = headers.SPILL.size // 8
+    assert headers.SPILL_HEADER_BYTES == wire.SPILL_OFFSET + size == 22
+    for n in range(60):
+        inner = bytes(random_packet(rng))
+        fields = dict(port=rng.randrange(256), flow=rng.randrange(1 << 16), seq=rng.randrange(1 << 16))
+        if n % 3 == 2:
+            frame = drain_request(fields["port"], count=rng.randrange(1, 256))
+        else:
+            frame = spill_frame(inner, op=(wire.SPILL_DATA, wire.SPILL_RETURN)[n % 2], **fields)
+        raw = bytes(frame)
+        parsed = Ether(raw)
+        assert parsed.type == wire.ETHERTYPE_SPILL and Spill in parsed
+        expected = scapy_fields(parsed[Spill])
+        assert set(expected) == {name for name, _ in headers.SPILL}
+        view = data.Const(headers.SPILL, int.from_bytes(raw[wire.SPILL_OFFSET:wire.SPILL_OFFSET + size], "big"))
+        for name, value in expected.items():
+            assert view[name] == value, f"Spill.{name}"
+        rebuilt = headers.SPILL.const(expected).as_value().value.to_bytes(size, "big")
+        assert rebuilt == raw[wire.SPILL_OFFSET:wire.SPILL_HEADER_BYTES]
+        if n % 3 == 2:
+            assert len(raw) == wire.SPILL_HEADER_BYTES
+        else:
+            assert raw[wire.SPILL_HEADER_BYTES:] == inner
+            assert bytes(parsed[Spill].payload) == inner and Ether in parsed[Spill].payload

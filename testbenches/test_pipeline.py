@@ -9,6 +9,7 @@ from hdl import aggregator, spill_buffer
 from hdl.packet import beat_layout
 from hdl.pipeline import OutMeta, Pipeline, PipelineParams
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
+from models import wire
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
 from models.pipeline import PipelineModel
 from testbenches import runner, tb
@@ -135,8 +136,9 @@ async def setup_ring(t, chunk=2, delta=1):
 
 
 def mixed_traffic(rng, block, count):
-    """``count`` packets: INA rounds of two jobs, ring RoCEv2 flows (position 0 lagging), other
-    RoCEv2 and UDP, multi-beat and over-long packets, truncated and non-IP frames."""
+    """``count`` packets: INA rounds of two jobs (job+seq never 0; SwitchML: a slot per job, sets
+    alternating), ring RoCEv2 flows (position 0 lagging), other RoCEv2 and UDP, multi-beat and
+    over-long packets, truncated and non-IP frames."""
     width, beats = block.data_bytes, block.beats
     agg, ring = block.agg, block.sym.ring
     rounds = {0: 0, 1: 0}
@@ -153,8 +155,12 @@ def mixed_traffic(rng, block, count):
                 workers_left[job] = list(range(agg.workers))
             worker = workers_left[job].pop(rng.randrange(len(workers_left[job])))
             values = [rng.randrange(-1 << 31, 1 << 31) for _ in range(agg.values)]
-            yield ina_packet(worker, (job << 16) | rounds[job], (rounds[job] + job) % agg.slots, values,
-                             fanin=agg.workers, priority=job), port
+            if agg.policy == "switchml":        # the job's own slot, sets alternating by round
+                index = job % agg.slots | (wire.INA_SET_BIT if rounds[job] % 2 else 0)
+            else:
+                index = (rounds[job] + job) % agg.slots
+            yield ina_packet(worker, (job + 1) << 16 | rounds[job], index, values, fanin=agg.workers,
+                             priority=job), port
         elif kind == "ring":
             position = rng.choices(range(ring), [1] + [4] * (ring - 1))[0]
             yield roce_packet(src=f"10.0.0.{position + 1}", qp=RING_QPS[position], psn=next(psn),

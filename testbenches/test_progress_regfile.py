@@ -24,15 +24,16 @@ class TB(tb.BlockTB):
     def __init__(self, dut):
         super().__init__(dut)
         layout = beat_layout(self.block.data_bytes)
-        self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits)
+        self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits, self.block.age_bits)
         self.source = tb.PacketSource(dut, "i", layout)
         self.sink = tb.PacketSink(dut, "o", layout)
         self.cfg = tb.StreamSource(dut, "cfg", self.cfg_layout)
         self.queued = collections.deque()   # packets handed to the source, not yet started
-        self.events = []                    # ("cfg", cmd) / ("pkt", bytes) / ("reset", received)
+        self.events = []                    # ("cfg", cmd, time) / ("pkt", bytes, time) / ("reset", received, 0)
         self.received = []
         self.accepts, self.emits = [], []   # cycles of accepted first beats / delivered last beats
         self.cycle = 0
+        self.time = 0                       # cycles since the reset was released (the RTL's timer)
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -41,12 +42,14 @@ class TB(tb.BlockTB):
             await RisingEdge(dut.clk)
             self.cycle += 1
             if dut.rst.value:
+                self.time = 0
                 continue
+            now, self.time = self.time, self.time + 1
             if dut.cfg__valid.value and dut.cfg__ready.value:
-                self.events.append(("cfg", tb.unpack(self.cfg_layout, dut.cfg__payload.value.to_unsigned())))
+                self.events.append(("cfg", tb.unpack(self.cfg_layout, dut.cfg__payload.value.to_unsigned()), now))
             if dut.i__valid.value and dut.i__ready.value:
                 if tb.unpack(layout, dut.i__payload.value.to_unsigned())["first"]:
-                    self.events.append(("pkt", self.queued.popleft()))
+                    self.events.append(("pkt", self.queued.popleft(), now))
                     self.accepts.append(self.cycle)
             if dut.o__valid.value and dut.o__ready.value:
                 if (dut.o__payload.value.to_unsigned() >> layout["last"].offset) & 1:
@@ -62,14 +65,14 @@ class TB(tb.BlockTB):
         await super().reset(cycles)
         self.queued.clear()
         self.collect()
-        self.events.append(("reset", len(self.received)))
+        self.events.append(("reset", len(self.received), 0))
 
     def send(self, packet):
         self.queued.append(bytes(packet))
         self.source.send_nowait(packet)
 
     def config(self, **cmd):
-        self.cfg.send_nowait({"qp": 0, "job": 0, "position": 0, "chunk": 0, "delta": 0, **cmd})
+        self.cfg.send_nowait({"qp": 0, "job": 0, "position": 0, "chunk": 0, "delta": 0, "age_out": 0, **cmd})
 
     async def settle(self, cycles=8):
         await self.cfg.wait_idle()
@@ -81,11 +84,11 @@ class TB(tb.BlockTB):
         """Replay the logged order through the model; compare packets, counters, flag, checksums."""
         model = ProgressRegfileModel(self.params)
         expected = []
-        for kind, item in self.events:
+        for kind, item, now in self.events:
             if kind == "cfg":
-                model.config(item)
+                model.config(item, now)
             elif kind == "pkt":
-                expected.append(model.packet(item))
+                expected.append(model.packet(item, now))
             else:
                 del expected[item:]         # in flight at the reset: discarded
                 model.reset()
@@ -109,7 +112,9 @@ class TB(tb.BlockTB):
 
 
 def qp_of(job, position):
-    return 0x1000 + 16 * job + position
+    """Distinct flow-table entries for every (job, position) of both parameter sets (with a stride
+    of 16 every job's flows collided in the 16-entry table and only the last job was tracked)."""
+    return 0x1000 + 4 * job + position
 
 
 def ring_packet(job, position, psn, tos=ECT0, op=RC_SEND_MIDDLE, size=16):
@@ -121,8 +126,8 @@ def ce_marked(raw):
     return Ether(raw)[IP].tos & 3 == CE
 
 
-async def install_ring(t, job, chunk, delta):
-    t.config(op=OP_JOB, job=job, chunk=chunk, delta=delta)
+async def install_ring(t, job, chunk, delta, age_out=0):
+    t.config(op=OP_JOB, job=job, chunk=chunk, delta=delta, age_out=age_out)
     for position in range(t.block.ring):
         t.config(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position)
     await t.settle()
@@ -156,28 +161,42 @@ async def ring_allreduce_jitter(dut):
 
 @cocotb.test()
 async def random_traffic(dut):
-    """Random configs and traffic (tracked, unknown, non-RoCE, malformed, all ECN codepoints),
-    random idle cycles and backpressure."""
+    """Random configs (ageing on and off) and traffic (tracked, unknown, non-RoCE, malformed, all
+    ECN codepoints), random idle cycles and backpressure; the config commands are paced through
+    the traffic; rarely sending high ring positions age out and rejoin."""
     rng = random.Random(tb.seed())
     t = TB(dut)
     t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
     t.sink.set_pause_generator(rng.random() < 0.25 for _ in itertools.count())
     await tb.reset(dut)
     J, R = t.block.jobs, t.block.ring
+    ages = range(0, 1 << t.block.age_bits)              # 0 = off; 2**age_bits - 1 never ages
     for job in range(J):
-        await install_ring(t, job, rng.randrange(1, 4), rng.randrange(0, 3))
+        await install_ring(t, job, rng.randrange(1, 4), rng.randrange(0, 3), rng.choice(ages))
+    commands = []
+    for _ in range(12):
+        job = rng.randrange(J)
+        choice = rng.random()
+        if choice < 0.4:
+            commands.append(dict(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3),
+                                 age_out=rng.choice(ages)))
+        elif choice < 0.7:
+            commands.append(dict(op=OP_REMOVE, qp=qp_of(job, rng.randrange(R))))
+        else:
+            position = rng.randrange(R)
+            commands.append(dict(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position))
+
+    async def pace():
+        """Config commands spread through the traffic (not queued ahead of it)."""
+        for cmd in commands:
+            for _ in range(rng.randrange(20, 90)):
+                await RisingEdge(dut.clk)
+            t.config(**cmd)
+
+    start = len(t.events)
+    pacer = cocotb.start_soon(pace())
     psn = collections.Counter()
     for n in range(600):
-        if rng.random() < 0.02:
-            job = rng.randrange(J)
-            choice = rng.random()
-            if choice < 0.4:
-                t.config(op=OP_JOB, job=job, chunk=rng.randrange(0, 4), delta=rng.randrange(0, 3))
-            elif choice < 0.7:
-                t.config(op=OP_REMOVE, qp=qp_of(job, rng.randrange(R)))
-            else:
-                position = rng.randrange(R)
-                t.config(op=OP_INSTALL, qp=qp_of(job, position), job=job, position=position)
         kind = rng.random()
         if kind < 0.75:
             job = rng.randrange(J)
@@ -193,8 +212,12 @@ async def random_traffic(dut):
                    / Raw(bytes(rng.randrange(0, 30))))
         else:
             t.send(Ether() / IP(options=[b"\x01" * 4]) / UDP(dport=4791) / BTH(dqpn=qp_of(0, 0)))
+    await pacer
     await t.settle(20)
     t.check("random_traffic")
+    kinds = [kind for kind, _, _ in t.events[start:]]
+    inside = [n for n, kind in enumerate(kinds) if kind == "cfg" and "pkt" in kinds[:n] and "pkt" in kinds[n:]]
+    assert len(inside) >= len(commands) // 2, f"only {len(inside)} of {len(commands)} commands landed mid-traffic"
 
 
 @cocotb.test()
@@ -224,6 +247,255 @@ async def clear_job_mid_traffic(dut):
             t.config(op=OP_JOB, job=0, chunk=1, delta=0)
     await t.settle()
     t.check("clear_job_mid_traffic")
+
+
+def marks_of(t, position, job=0):
+    """CE marks, in order, on the forwarded packets of ``position``'s flow."""
+    return [ce_marked(raw) for raw in t.received if Ether(raw)[BTH].dqpn == qp_of(job, position)]
+
+
+@cocotb.test()
+async def laggard_closes_step(dut):
+    """delta = 0: the unique laggard closing its step moves the minimum with it and is not marked
+    (a minimum taken from the row before the update would mark it)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, chunk = t.block.ring, 2
+    await install_ring(t, 0, chunk, 0)
+    psn = 0
+    for _ in range(3):
+        for position in range(1, R):
+            for _ in range(chunk):
+                t.send(ring_packet(0, position, psn))
+                psn += 1
+        await t.settle()
+        for _ in range(chunk):              # the laggard catches up: its closing packet is the last
+            t.send(ring_packet(0, 0, psn))
+            psn += 1
+        await t.settle()
+    t.check("laggard_closes_step")
+    assert not any(marks_of(t, 0)), "the laggard was marked when it closed its step"
+    assert all(any(marks_of(t, p)) for p in range(1, R)), "flows a step ahead at delta 0 were not marked"
+
+
+def with_checksum(job, position, tos, target):
+    """A packet of the flow whose IPv4 checksum is ``target`` (crafted through the IPv4 id)."""
+    header = bytearray(bytes(ring_packet(job, position, 0, tos=tos))[14:34])
+    header[4:6] = header[10:12] = b"\0\0"
+    base = sum(int.from_bytes(header[k:k + 2], "big") for k in range(0, 20, 2))
+    for ident in range(1 << 16):
+        total = base + ident
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        if ~total & 0xFFFF == target:
+            packet = ring_packet(job, position, ident, tos=tos)
+            assert Ether(bytes(packet))[IP].chksum == target
+            return packet
+    raise ValueError(f"no IPv4 id gives checksum {target:#06x}")
+
+
+@cocotb.test()
+async def checksum_second_fold(dut):
+    """Marking packets whose checksum 0x0000 / 0x0001 needs RFC 1624's second end-around-carry fold
+    (0x0000 with ECT(0), 0x0001 with ECT(1)), and the two that do not."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 0)
+    cases = [(tos, target) for tos in (ECT0, ECT1) for target in (0x0000, 0x0001)]
+    for tos, target in cases:
+        t.send(with_checksum(0, 0, tos, target))    # flow 0 runs ahead of the others at delta 0
+    await t.settle()
+    t.check("checksum_second_fold")
+    assert marks_of(t, 0) == [True] * len(cases)
+    for raw, (tos, target) in zip(t.received, cases):
+        expected = Ether(raw)
+        del expected[IP].chksum
+        assert Ether(raw)[IP].chksum == Ether(bytes(expected))[IP].chksum, f"checksum {target:#06x}, ECN {tos}"
+
+
+@cocotb.test()
+async def clear_changes_marking(dut):
+    """OP_JOB landing between a ring's packets resets its row: a flow ahead stops being marked, a
+    flow behind is marked once it passes the cleared others (with no clear, the reverse)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R = t.block.ring
+    await install_ring(t, 0, 1, 1)
+    psn = 0
+
+    def burst(position, packets):
+        nonlocal psn
+        for _ in range(packets):
+            t.send(ring_packet(0, position, psn))
+            psn += 1
+
+    burst(0, 4)                                 # flow 0 at step 4, the others at 0: marked from step 2
+    for position in range(1, R):
+        burst(position, 2)
+    await t.settle()
+    t.config(op=OP_JOB, job=0, chunk=1, delta=1)
+    for position in range(1, R):                # the others at 1, flow 0 at 1 after the clear (5 without)
+        burst(position, 1)
+    burst(0, 1)
+    await t.settle()
+    ahead = marks_of(t, 0)
+    assert ahead == [False, True, True, True, False], f"flow 0 ahead, then cleared: {ahead}"
+    for position in range(1, R):                # now the others run ahead: 4 vs flow 0's 1
+        burst(position, 3)
+    await t.settle()
+    t.config(op=OP_JOB, job=0, chunk=1, delta=1)
+    burst(0, 3)                                 # flow 0 at 3 against the cleared 0s: marked at 2 and 3
+    await t.settle()
+    t.check("clear_changes_marking")
+    assert marks_of(t, 0)[5:] == [False, True, True], f"flow 0 after the second clear: {marks_of(t, 0)[5:]}"
+
+
+@cocotb.test()
+async def remove_mid_traffic(dut):
+    """OP_REMOVE landing between a flow's packets: the next ones pass as unknown, untouched and
+    unmarked; re-installed, the flow resumes at the step it had (the row keeps its position)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 1)
+    for n in range(3):                          # steps 1..3 against 0: 2 and 3 are marked
+        t.send(ring_packet(0, 0, n))
+    await t.settle()
+    t.config(op=OP_REMOVE, qp=qp_of(0, 0))
+    for n in range(3, 6):
+        t.send(ring_packet(0, 0, n))
+    await t.settle()
+    assert int(dut.unknown.value) == 3 and int(dut.tracked.value) == 3
+    t.config(op=OP_INSTALL, qp=qp_of(0, 0), job=0, position=0)
+    t.send(ring_packet(0, 0, 6))                # step 4 against 0: marked
+    await t.settle()
+    t.check("remove_mid_traffic")
+    assert marks_of(t, 0) == [False, True, True, False, False, False, True], marks_of(t, 0)
+
+
+@cocotb.test()
+async def parser_limits(dut):
+    """IPv4/UDP packets of exactly 37 and 38 bytes (UDP port complete at 38) and RoCEv2 packets of
+    53 and 54 bytes (BTH complete at 54): malformed below each limit, parsed at it."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 0)
+    roce = bytes(ring_packet(0, 0, 0))
+    other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    cases = [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"),
+             (other[:38], "unknown"), (roce[:53], "malformed"), (roce[:54], "tracked"),
+             (ring_packet(0, 0, 1), "tracked")]
+    for raw, _ in cases:
+        t.send(raw)
+    await t.settle()
+    t.check("parser_limits")
+    expected = collections.Counter(reason for _, reason in cases)
+    for reason in ("malformed", "unknown", "tracked"):
+        assert int(getattr(dut, reason).value) == expected[reason], f"{reason}: {getattr(dut, reason).value}"
+    assert [len(raw) for raw in t.received] == [len(bytes(raw)) for raw, _ in cases]
+    assert ce_marked(t.received[5]), "the 54-byte RoCEv2 packet (flow 0 ahead at delta 0) was not marked"
+
+
+def tracked_log(t, job=0):
+    """(position, step after the packet, timer cycle, marked) of each of the job's forwarded
+    packets, with steps counted here from the cleared row (chunk from ``t.chunk``)."""
+    log, sent = [], collections.Counter()
+    packets = [(raw, now) for kind, raw, now in t.events if kind == "pkt"]
+    for (raw, now), out in zip(packets, t.received):
+        position = Ether(raw)[BTH].dqpn - qp_of(job, 0)
+        sent[position] += 1
+        log.append((position, sent[position] // t.chunk, now, ce_marked(out)))
+    return log
+
+
+def epochs_between(t, start, now):
+    """Epoch boundaries the RTL's timer crossed from cycle ``start`` to cycle ``now`` (no wrap)."""
+    return (now >> t.block.epoch_bits) - (start >> t.block.epoch_bits)
+
+
+async def silent_flow(dut, age_out):
+    """Flow 0 goes silent while the others keep sending one packet each per half epoch (chunk 1,
+    delta 1), for
+    2**age_bits + age_out + 2 epochs (past the wrap of the stored epoch); then flow 0 sends again,
+    followed by one more round of the others. Returns (TB, log, the clear's timer cycle)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, E = t.block.ring, 1 << t.block.epoch_bits
+    for _ in range(5 * E // 2):                 # the clear lands in epoch 2: its row is seen then, not 0
+        await RisingEdge(dut.clk)
+    t.chunk = 1
+    await install_ring(t, 0, t.chunk, 1, age_out)
+    clear = next(now for kind, cmd, now in t.events if kind == "cfg" and cmd["op"] == OP_JOB)
+    psn = 0
+    while t.time - clear < ((1 << t.block.age_bits) + age_out + 2) * E:
+        for position in range(1, R):
+            t.send(ring_packet(0, position, psn))
+            psn += 1
+        for _ in range(E // 2):
+            await RisingEdge(dut.clk)
+    t.send(ring_packet(0, 0, psn))              # flow 0 rejoins with its own step (0)
+    for position in range(1, R):
+        t.send(ring_packet(0, position, psn + position))
+    await t.settle()
+    return t, tracked_log(t), clear
+
+
+@cocotb.test()
+async def silent_flow_ages_out(dut):
+    """A flow going silent holds the minimum down (the others a step ahead are marked) until its
+    idle time passes age_out epochs; then it is stale: no more marks, aged = 1, and it stays stale
+    when the stored epoch wraps round; when it sends again it rejoins at its old step, is the
+    minimum again and is not marked, while the others are."""
+    age_out = 2
+    t, log, clear = await silent_flow(dut, age_out)
+    t.check("silent_flow_ages_out")
+    E = 1 << t.block.epoch_bits
+    others, rejoin = log[:-t.block.ring], log[-t.block.ring:]
+    stale_from = next(now for _, _, now, _ in others if epochs_between(t, clear, now) > age_out)
+    expected = [step >= 2 and now < stale_from for _, step, now, _ in others]
+    assert [marked for *_, marked in others] == expected, \
+        f"marks before/after flow 0 turned stale at timer {stale_from} (clear {clear}, epoch {E} cycles)"
+    assert any(expected) and not any(expected[-3 * (t.block.ring - 1):]), "the trace missed a phase"
+    assert rejoin[0][0] == 0 and not rejoin[0][3], "the rejoining laggard was marked"
+    assert all(marked for *_, marked in rejoin[1:]), "the others were not marked against the rejoined laggard"
+    assert int(dut.aged.value) == 1, f"aged {int(dut.aged.value)}"
+
+
+@cocotb.test()
+async def ageing_off(dut):
+    """The same silent flow with age_out = 0: it holds the minimum down for the whole trace."""
+    t, log, _ = await silent_flow(dut, 0)
+    t.check("ageing_off")
+    assert [marked for _, _, _, marked in log] == [step >= 2 and position != 0 for position, step, _, marked in log]
+    assert int(dut.aged.value) == 0
+
+
+@cocotb.test()
+async def all_others_stale(dut):
+    """Flow 0 runs ahead alone at delta 0: marked while the silent others are live; one packet turns
+    all of them stale at once (aged += ring - 1) and from then it is the only live position and is
+    not marked; flow 1 sending again rejoins at step 0 and flow 0 is marked again."""
+    t = TB(dut)
+    await tb.reset(dut)
+    R, E, age_out = t.block.ring, 1 << t.block.epoch_bits, 1
+    t.chunk = 1
+    await install_ring(t, 0, 1, 0, age_out)
+    clear = next(now for kind, cmd, now in t.events if kind == "cfg" and cmd["op"] == OP_JOB)
+    psn = 0
+    while t.time - clear < (age_out + 2) * E:
+        t.send(ring_packet(0, 0, psn))
+        psn += 1
+        await t.settle(E // 2 - 8)
+    t.send(ring_packet(0, 1, psn))
+    t.send(ring_packet(0, 0, psn + 1))
+    await t.settle()
+    t.check("all_others_stale")
+    log = tracked_log(t)
+    alone = log[:-2]
+    stale_from = next(now for _, _, now, _ in alone if epochs_between(t, clear, now) > age_out)
+    assert [marked for *_, marked in alone] == [now < stale_from for _, _, now, _ in alone], (stale_from, alone)
+    assert not all(m for *_, m in alone) and any(m for *_, m in alone), "the trace missed a phase"
+    assert [marked for *_, marked in log[-2:]] == [False, True], "after flow 1 rejoined at step 0"
+    assert int(dut.aged.value) == R - 1, f"aged {int(dut.aged.value)}, expected {R - 1} in one packet"
 
 
 @cocotb.test()
@@ -262,8 +534,9 @@ async def line_rate(dut):
 
 
 PARAMS = {
-    "default": ProgressRegfileParams(jobs=4, ring=4, table=16),
-    "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True),
+    "default": ProgressRegfileParams(jobs=4, ring=4, table=16, epoch_bits=5, age_bits=4),
+    "small": ProgressRegfileParams(jobs=2, ring=3, table=8, step_bits=3, counter_bits=6, message_steps=True,
+                                   epoch_bits=3, age_bits=2),
 }
 
 

@@ -154,6 +154,35 @@ def _agg_measure(sh):
     assert [line.split()[0] for line in out.splitlines()[2:5]] == ["atp", "switchml", "esa"], out
 
 
+def _regress(sh):
+    out, _ = sh("make regress SEEDS=2 SHARD=2/2 JOBS=0 TESTS=testbenches/test_headers.py")
+    assert "regress: shard 2/2, seed 2 (2 of 2)" in out and "0 failed -> build/regress/shard-2-of-2.xml" in out, out
+
+
+def _regress_merge(sh):
+    sh("rm -rf build/regress && for i in 1 2; do .venv/bin/python -m tools.regress --seeds 2 --shard $i/2 "
+       "--tests testbenches/test_headers.py; done")
+    out, _ = sh("make regress-merge")
+    assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
+
+
+def _coverage(sh):
+    out, _ = sh("""make coverage BLOCKS=spill_buffer JOBS=0 PYTEST_ARGS='-k "random_traffic and flow"'""")
+    assert re.search(r"^spill_buffer\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
+    assert (sh.root / "build/coverage/spill_buffer/hdl/spill_buffer.py").exists()
+
+
+def _mutants(sh):
+    out, _ = sh("make mutants BLOCK=spill_buffer N=20 MUTANT_ARGS=--list")
+    listed = re.findall(r"^\s*\d+ (cmp|const|arith|logic|drop|init) +hdl/spill_buffer.py:\d+: ", out, re.M)
+    assert len(listed) == 20, out
+
+
+def _mutants_list(sh):
+    out, _ = sh(".venv/bin/python -m tools.mutants aggregator --list")
+    assert re.search(r"^\s*0 \w+ +hdl/aggregator.py:\d+: ", out, re.M), out
+
+
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
@@ -182,6 +211,11 @@ SMOKE = {
     "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
+    "make regress SEEDS=8 SHARD=2/4": _regress,
+    "make regress-merge": _regress_merge,
+    "make coverage BLOCKS=spill_buffer": _coverage,
+    "make mutants BLOCK=spill_buffer N=20": _mutants,
+    ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
     ".venv/bin/python -m tools.agg_measure": _agg_measure,

@@ -1,7 +1,10 @@
 """Slot utilisation and job completion of ATP vs SwitchML vs ESA on one multi-job trace.
 
 ``python -m tools.agg_measure [--seed N] [--slots P] ...`` prints a table and writes
-``build/agg_measure.csv``. This is a measurement, not a test: nothing is asserted.
+``build/agg_measure.csv``; with ``--sweep`` it runs the trace over a grid of pool sizes
+(``SWEEP_SLOTS``) and loads (``SWEEP_JOBS`` concurrent jobs) instead and writes
+``build/agg_sweep.csv`` and ``.png`` (mean job completion per policy). This is a measurement, not a
+test: nothing is asserted.
 
 ``ClosedLoop`` is a cycle-level harness around a switch that takes at most one packet per cycle
 in arrival order and emits its outputs the next cycle (the RTL's latency 1, see the ``line_rate``
@@ -9,7 +12,12 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
 ``scenarios/test_esa.py`` with the ``Aggregator`` RTL under Verilator:
 
 - ``jobs`` jobs, job ``j`` has priority ``j`` (higher = more urgent under ESA), ``2..workers``
-  workers and ``rounds`` rounds; round ``r`` of job ``j`` uses slot ``(3j + r) mod slots``;
+  workers and ``rounds`` rounds; round ``r`` of job ``j`` is job+seq ``(j + 1) << 16 | r`` (``jobseq``;
+  never 0, ATP's empty slot). ATP/ESA: round ``r`` uses slot
+  ``(3j + r) mod slots``. SwitchML as deployed: the control plane splits the pool into one range
+  per job (sizes differ by at most one); round ``r`` uses slot ``r mod size`` of the job's range,
+  set ``(r div size) mod 2``, and a job keeps at most ``size`` rounds outstanding (SwitchML's
+  window is its pool: a worker reuses a slot only after its result);
 - each worker keeps ``window`` rounds outstanding: it sends round ``r`` once it has learned that
   round ``r - window`` is complete, after a random jitter of up to ``jitter`` cycles;
 - every link (worker <-> switch <-> PS) takes ``latency`` cycles; the switch's input port takes one
@@ -19,12 +27,16 @@ test); ``simulate`` closes it with ``models.aggregator.AggregatorModel`` and
   PS receives (collisions, evictions, flushes) are summed there and completed rounds ACKed the
   same way, the ACK carrying the PS's sum; the PS serves one packet per ``ps_cost`` cycles (its
   NIC/CPU is the bottleneck in-network aggregation relieves);
-- a worker that has not learned completion ``timeout`` cycles after sending retransmits (resend);
+- a worker that has not learned completion ``timeout`` cycles after sending retransmits (ATP/ESA:
+  resend flag; SwitchML: the same packet, the switch tells a retransmission by its bitmap); the PS
+  drops a piece holding a worker it already has (ATP's ``ParameterServer.cc``);
 - gradients are random int32 (numpy); ``wrong_sums`` counts rounds whose sum the workers learned
   differs from numpy's sum of their gradients (or never came).
 
-Slot utilisation: mean over cycles of held slots / slots ("held"), and of slots holding an
-incomplete aggregate ("aggregating"; under ATP a complete slot waits for the ACK round trip).
+Slot utilisation: mean over cycles of held slots / slots ("held": holding a job+seq under
+ATP/ESA, every slot of a job's range under SwitchML, whose pool is reserved by the control plane),
+and of slots holding an incomplete aggregate ("aggregating"; under ATP a complete slot waits for
+the ACK round trip).
 """
 import csv
 import heapq
@@ -43,6 +55,16 @@ BUILD = Path(__file__).resolve().parents[1] / "build"
 IN_PORT, PS_PORT = 1, 0
 
 
+def jobseq(j, r):
+    """Job+seq of round ``r`` of job ``j``: never 0 (ATP's empty slot)."""
+    return (j + 1) << 16 | r
+
+
+def job_round(js):
+    """``(job, round)`` of a job+seq."""
+    return (js >> 16) - 1, js & 0xFFFF
+
+
 class ClosedLoop:
     """Workers, parameter server and links of the trace around a switch taking one packet a cycle.
 
@@ -56,6 +78,12 @@ class ClosedLoop:
     def __init__(self, policy, seed, jobs, rounds, slots, workers, values, window, latency, jitter,
                  timeout, ps_cost):
         self.policy, self.jobs, self.rounds, self.slots, self.values = policy, jobs, rounds, slots, values
+        if policy == "switchml" and slots < jobs:
+            raise ValueError(f"switchml: slots = {slots} cannot give each of jobs = {jobs} its own pool range")
+        sizes = [slots // jobs + (j < slots % jobs) for j in range(jobs)]
+        self.base = {j: sum(sizes[:j]) for j in range(jobs)}
+        self.size = dict(enumerate(sizes))
+        self.window_of = {j: min(window, sizes[j]) if policy == "switchml" else window for j in range(jobs)}
         self.window, self.latency, self.jitter, self.timeout, self.ps_cost = window, latency, jitter, timeout, ps_cost
         self.rng = random.Random(seed)
         self.fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
@@ -68,7 +96,7 @@ class ClosedLoop:
         self.ps_bits, self.ps_sums, self.ps_done = defaultdict(int), {}, set()
         self.cycle = self.held = self.aggregating = self.ps_free = 0
         for j in range(jobs):
-            for r in range(min(window, rounds)):
+            for r in range(min(self.window_of[j], rounds)):
                 self._send_round(j, r)
 
     def expected(self, j, r):
@@ -88,8 +116,14 @@ class ClosedLoop:
         heapq.heappush(self.events, (cycle, self.order, kind, payload))
         self.order += 1
 
+    def index(self, j, r):
+        """Slot (SwitchML: pool index with the set in bit 15) of round ``r`` of job ``j``."""
+        if self.policy == "switchml":
+            return ((r // self.size[j]) % 2) << 15 | (self.base[j] + r % self.size[j])
+        return (3 * j + r) % self.slots
+
     def _contribution(self, j, r, w, resend=0):
-        return bytes(ina_packet(w, (j << 16) | r, (3 * j + r) % self.slots, self.grads[j, r, w].tolist(),
+        return bytes(ina_packet(w, jobseq(j, r), self.index(j, r), self.grads[j, r, w].tolist(),
                                 fanin=self.fanin[j], priority=j, resend=resend))
 
     def _send_round(self, j, r):
@@ -114,15 +148,11 @@ class ClosedLoop:
 
     def _on_ps_served(self, raw):
         h = Ether(raw)[INA]
-        if h.result and h.resend or h.jobseq in self.ps_done:
-            return
-        have = self.ps_bits[h.jobseq]
-        if have & h.bitmap:
-            assert h.resend and have & h.bitmap == h.bitmap, f"job+seq {h.jobseq:#x}: workers counted twice"
-            return                 # a retransmission the PS already has
+        if h.jobseq in self.ps_done or self.ps_bits[h.jobseq] & h.bitmap:
+            return                 # ParameterServer.cc: a piece with a worker already in is dropped whole
         self.ps_bits[h.jobseq] |= h.bitmap
         self.ps_sums[h.jobseq] = self.ps_sums.get(h.jobseq, 0) + np.array(h.values, dtype=np.int64)
-        fanin = self.fanin[h.jobseq >> 16]
+        fanin = self.fanin[job_round(h.jobseq)[0]]
         if self.ps_bits[h.jobseq] == (1 << fanin) - 1:
             self.ps_done.add(h.jobseq)
             ack = ina_packet(0, h.jobseq, h.index, self.ps_sums[h.jobseq].tolist(), fanin=fanin, ack=1,
@@ -131,20 +161,21 @@ class ClosedLoop:
 
     def _on_workers(self, raw):
         h = Ether(raw)[INA]
-        j, r = h.jobseq >> 16, h.jobseq & 0xFFFF
+        j, r = job_round(h.jobseq)
         if (j, r) in self.known:
             return
         self.known.add((j, r))
         self.learned[j, r] = list(h.values)
-        if r + self.window < self.rounds:
-            self._send_round(j, r + self.window)
+        if r + self.window_of[j] < self.rounds:
+            self._send_round(j, r + self.window_of[j])
         if sum((j, rr) in self.known for rr in range(self.rounds)) == self.rounds:
             self.finish[j] = self.cycle
 
     def _on_timeout(self, key):
         j, r, w = key
         if (j, r) not in self.known:
-            self._at(self.cycle + self.latency, "switch", self._contribution(j, r, w, resend=1))
+            self._at(self.cycle + self.latency, "switch",
+                     self._contribution(j, r, w, resend=int(self.policy != "switchml")))
             self._at(self.cycle + self.timeout, "timeout", key)
 
     def leave(self, outputs):
@@ -171,6 +202,14 @@ class ClosedLoop:
                     **counters)
 
 
+def occupancy(model):
+    """(held, aggregating) slots of the golden model's state (see the module docstring)."""
+    if model.policy == "switchml":
+        return model.slots, sum(any(c != 0 for c in s.count) for s in model.pool)
+    return (sum(s.jobseq != 0 for s in model.state),
+            sum(s.jobseq != 0 and s.count < s.fanin for s in model.state))
+
+
 def simulate(policy, seed, **config):
     """Run the trace under ``policy`` on the golden model; return (finished loop, model)."""
     loop = ClosedLoop(policy, seed, **config)
@@ -180,9 +219,53 @@ def simulate(policy, seed, **config):
     while loop.busy() or outputs:
         raw = loop.arrivals()
         loop.leave(outputs)
-        loop.tick(model.occupied(), sum(s.valid and not s.complete for s in model.state))
+        loop.tick(*occupancy(model))
         outputs = model.process(raw, {"port": IN_PORT}) if raw is not None else []
     return loop, model
+
+
+SWEEP_SLOTS = (4, 6, 8, 12, 16)
+SWEEP_JOBS = (2, 4, 8)
+
+
+def sweep(config, out):
+    """Mean job completion of every policy over ``SWEEP_SLOTS`` x ``SWEEP_JOBS``; CSV and PNG; the rows."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = []
+    for jobs in SWEEP_JOBS:
+        for slots in SWEEP_SLOTS:
+            row = dict(jobs=jobs, slots=slots)
+            for policy in POLICIES:
+                if policy == "switchml" and slots < jobs:
+                    row[policy] = ""        # no pool range for every job
+                    continue
+                loop, _ = simulate(policy, **dict(config, jobs=jobs, slots=slots))
+                row[policy] = sum(loop.finish.values()) / max(len(loop.finish), 1)
+            rows.append(row)
+            print(" ".join(f"{k}={v:.0f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                  flush=True)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fig, axes = plt.subplots(1, len(SWEEP_JOBS), figsize=(4.5 * len(SWEEP_JOBS), 3.6), sharey=True)
+    for ax, jobs in zip(axes, SWEEP_JOBS):
+        for policy in POLICIES:
+            pts = [(r["slots"], r[policy]) for r in rows if r["jobs"] == jobs and r[policy] != ""]
+            ax.plot(*zip(*pts), marker="o", label=policy)
+        ax.set(title=f"{jobs} jobs", xlabel="aggregator slots")
+    axes[0].set(ylabel="mean job completion (cycles)")
+    axes[0].legend()
+    fig.suptitle(f"{config['rounds']} rounds per job, window {config['window']}, {config['workers']} workers, "
+                 f"seed {config['seed']}", fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    print(f"written {out} and {out.with_suffix('.png')}")
+    return rows
 
 
 def main(argv=None):
@@ -198,10 +281,15 @@ def main(argv=None):
     parser.add_argument("--jitter", type=integer(0), default=8)
     parser.add_argument("--timeout", type=integer(1), default=400)
     parser.add_argument("--ps-cost", type=integer(1), default=6)
-    parser.add_argument("--out", default=str(BUILD / "agg_measure.csv"))
+    parser.add_argument("--out", default=None, help="CSV path (default build/agg_measure.csv, agg_sweep.csv)")
+    parser.add_argument("--sweep", action="store_true", help="slots x jobs grid instead of one trace")
     args = parser.parse_args(argv)
     AggregatorParams(slots=args.slots, workers=args.workers, values=args.values)   # ValueError naming one
-    config = {k: v for k, v in vars(args).items() if k != "out"}
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "sweep")}
+    if args.sweep:
+        sweep(config, args.out or BUILD / "agg_sweep.csv")
+        return
+    args.out = args.out or str(BUILD / "agg_measure.csv")
     rows = []
     for policy in POLICIES:
         loop, model = simulate(policy, **config)

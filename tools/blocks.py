@@ -52,9 +52,10 @@ def main(argv=None):
     if parser.parse_args(argv).readme:
         print(f"{README}: {'block table updated' if rewrite() else 'block table up to date'}")
         return
+    width = max(map(len, BLOCKS)) + 2
     for b in BLOCKS.values():
-        print(f"{b.name:<18}{b.spec or '-':<4}{b.title}")
-        print(f"{'':<22}{'  '.join(b.files())}")
+        print(f"{b.name:<{width}}{b.spec or '-':<4}{b.title}")
+        print(f"{'':<{width + 4}}{'  '.join(b.files())}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Synthesis resource report per block with Yosys: ``python -m tools.report [block ...]``.
 
-Each block (default parameters) is lowered to RTLIL; Yosys counts its memory bits (register arrays
-declared as memories: SRAM in a switch ASIC) before synthesis, then its generic ``synth`` flow
-gives the cells and flip-flops (memories mapped to flip-flops are included there). The table is
-printed and written to ``build/report.csv``.
+Each block (default parameters, then each of its registry ``variants`` as ``block[variant]``) is
+lowered to RTLIL; Yosys counts its memory bits (register arrays declared as memories: SRAM in a
+switch ASIC) before synthesis, then its generic ``synth`` flow gives the cells and flip-flops
+(memories mapped to flip-flops are included there). The table is printed and written to
+``build/report.csv``.
 """
 import csv
 import json
@@ -31,16 +32,19 @@ def _stat(yosys, script, il, name):
     return json.loads(text[text.index("{"):])["design"]
 
 
-def report(name):
-    """Cells, flip-flops and memory bits of block ``name`` with its default parameters."""
-    component = block(name).build()
-    il = OUT / f"{name}.il"
+def report(name, variant=None):
+    """Cells, flip-flops and memory bits of block ``name``: default parameters, or ``variant``'s overrides."""
+    b = block(name)
+    component = b.build(b.make_params(b.variants[variant]) if variant else None)
+    label = f"{name}[{variant}]" if variant else name
+    stem = f"{name}.{variant}" if variant else name
+    il = OUT / f"{stem}.il"
     il.write_text(rtlil.convert(component, name="top"))
     yosys, _ = tools()
-    memories = _stat(yosys, MEMORIES, il.name, f"{name}.memories.json")
-    generic = _stat(yosys, GENERIC, il.name, f"{name}.synth.json")
+    memories = _stat(yosys, MEMORIES, il.name, f"{stem}.memories.json")
+    generic = _stat(yosys, GENERIC, il.name, f"{stem}.synth.json")
     flops = sum(n for kind, n in generic["num_cells_by_type"].items() if "DFF" in kind.upper())
-    return {"block": name, "cells": generic["num_cells"], "flip_flops": flops,
+    return {"block": label, "cells": generic["num_cells"], "flip_flops": flops,
             "memory_bits": memories["num_memory_bits"], "memories": memories["num_memories"]}
 
 
@@ -51,14 +55,14 @@ def main(argv=None):
     for name in names:
         block(name)              # KeyError naming the known blocks, before any work
     OUT.mkdir(parents=True, exist_ok=True)
-    rows = [report(name) for name in names]
+    rows = [report(name, variant) for name in names for variant in [None, *block(name).variants]]
     with open(ROOT / "build" / "report.csv", "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=rows[0])
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{'block':<18}{'cells':>10}{'flip-flops':>12}{'memory bits':>13}{'memories':>10}")
+    print(f"{'block':<22}{'cells':>10}{'flip-flops':>12}{'memory bits':>13}{'memories':>10}")
     for row in rows:
-        print(f"{row['block']:<18}{row['cells']:>10}{row['flip_flops']:>12}"
+        print(f"{row['block']:<22}{row['cells']:>10}{row['flip_flops']:>12}"
               f"{row['memory_bits']:>13}{row['memories']:>10}")
 
 

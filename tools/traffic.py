@@ -2,8 +2,12 @@
 
 ``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
 """
-from models.headers import ina_packet, roce_packet, sdr_packet
+import struct
+
+from models import wire
+from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
+from models.wire import DBLP_LAST, DBLP_OFFSET, DBLP_STRUCT, DBLP_VERSION
 
 
 def _beat(component, packet, port):
@@ -20,14 +24,24 @@ def roce_beats(component, count, rng):
 
 
 def ina_beats(component, count, rng):
-    """Workers' contributions to rounds of 2 jobs, each round completing (fan-in = workers)."""
+    """Workers' contributions to successive rounds, each round completing (fan-in = workers).
+
+    Round r uses slot r mod slots and job+seq r + 1 (ATP's sequence numbers start at 1; 0 marks an
+    empty slot). ATP and ESA: the PS's ACK follows each round (it frees ATP's slot). SwitchML: the
+    pool index carries the set, (r div slots) mod 2, in its top bit.
+    """
     W, V, P = component.workers, component.values, component.slots
-    beats = []
-    for n in range(count):
-        round_, worker = divmod(n, W)
-        beats.append(_beat(component, ina_packet(worker=worker, jobseq=round_, index=round_ % P, fanin=W,
-                                                 values=[rng.randrange(-1000, 1000) for _ in range(V)]), 0))
-    return beats
+    switchml = component.policy == "switchml"
+    packets, round_ = [], 0
+    while len(packets) < count:
+        index = round_ % P | (wire.INA_SET_BIT if switchml and round_ // P % 2 else 0)
+        packets += [ina_packet(worker=w, jobseq=round_ + 1, index=index, fanin=W,
+                               values=[rng.randrange(-1000, 1000) for _ in range(V)]) for w in range(W)]
+        if not switchml:
+            packets.append(ina_packet(jobseq=round_ + 1, index=index, fanin=W, values=[0] * V, ack=1,
+                                      bitmap=(1 << W) - 1))
+        round_ += 1
+    return [_beat(component, packet, 0) for packet in packets[:count]]
 
 
 def mixed_beats(component, count, rng):
@@ -35,6 +49,33 @@ def mixed_beats(component, count, rng):
     roce = roce_beats(component, count - count // 2, rng)
     ina = ina_beats(component.agg, count // 2, rng)
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
+
+
+def mrc_descriptors(component, count, rng):
+    """uSID forwarder descriptors: MRC packets to random uSIDs (one per cycle; the table is empty)."""
+    p, hdr = component.params, wire.MRC_HEADER_BYTES
+    out = []
+    for n in range(count):
+        raw = bytes(mrc_packet(ev=rng.getrandbits(32), psn=n, payload=bytes(64),
+                               da=usid_address(p.locator, [p.my_usid, rng.randrange(1, 1 << 16)])))
+        out.append({"hdr": int.from_bytes(raw[:hdr], "little"), "length": len(raw), "port": n % p.ports,
+                    "data_depth": [rng.randrange(p.data_capacity) for _ in range(p.ports)],
+                    "prio_depth": [0] * p.ports})
+    return out
+
+
+def ev_requests(component, count, rng):
+    """EV selector requests: backups fill the slots, then a selection every cycle with ECN echoes."""
+    p = component.params
+    fill = [{"want": 0, "event": {"valid": 1, "kind": 5, "plane": n % p.planes, "ev": n}}
+            for n in range(min(count, p.n_ev))]
+    return fill + [{"want": 1, "event": {"valid": n % 3 == 0, "kind": 0, "slot": rng.randrange(p.n_ev),
+                                         "ev": rng.randrange(p.n_ev)}} for n in range(count - len(fill))]
+
+
+def evs(component, count, rng):
+    """EV expander requests: random EVs (the reset configuration refuses all but 0)."""
+    return [{"ev": rng.getrandbits(component.params.ev_bits)} for _ in range(count)]
 
 
 def sdr_beats(component, count, rng):
@@ -48,5 +89,20 @@ def sdr_beats(component, count, rng):
             for _ in range(count)]
 
 
+def dblp_beats(component, count, rng):
+    """Complete DBLP rounds of 8 one-beat packets (8-byte payload), round r in slot r mod rounds: each
+    closes FULL on its last packet."""
+    template = bytes(dblp_packet(payload=bytes(8), rng=rng))
+    beats = []
+    for n in range(count):
+        rnd, idx = divmod(n, 8)
+        raw = bytearray(template)
+        struct.pack_into(DBLP_STRUCT, raw, DBLP_OFFSET, DBLP_VERSION << 4 | (DBLP_LAST if idx == 7 else 0), 0,
+                         rnd & 3, rnd & 0xFFFF, idx, 8, 0)
+        beats.append(_beat(component, bytes(raw), 0))
+    return beats
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
-STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "sdr": sdr_beats}
+STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
+           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats, "dblp": dblp_beats}

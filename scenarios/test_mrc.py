@@ -1,0 +1,285 @@
+"""MRC scenario: EV selection and SRv6 uSID forwarding on a two-plane fabric (the paper's Figs 12-14).
+
+The closed loop of ``scenarios/mrc_fabric.py`` runs with the RTL under Verilator in it: QP 0's
+``EvSelector``, the ``EvExpander`` and the ``UsidForwarder`` (leaf 0) in one wrapper, every answer
+(selection every cycle, every DA, every forwarding verdict, port, queue and output bytes) checked
+against the golden models fed the same inputs. Three runs:
+
+(a) 20 % drop injected on one EV of 16: that EV is demoted at its first loss event, a backup of the
+    same plane replaces it, goodput stays at the offered 1 packet/cycle;
+(b) two QPs (0.5 packet/cycle each) with every plane-0 EV forced onto one uplink: ECN echoes put
+    the collided EVs in SKIP, which moves traffic off the uplink; against the same run with the
+    echoes ignored (golden models only): fewer trims, goodput restored;
+(c) uplinks failed one by one (4 of 8): goodput about constant, against single-path ECMP (one
+    uplink's rate, nothing during reconvergence).
+
+Output: ``build/scenarios/mrc.csv`` (per window and run) and ``mrc.png``.
+"""
+import json
+
+import cocotb
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from hdl.ev_expander import EvExpander, config_layout
+from hdl.ev_selector import KIND, EvSelector, answer_layout, request_layout
+from hdl.usid_forwarder import HDR_BYTES, VERDICTS, UsidForwarder, descriptor_layout, result_layout, route_layout
+from models.ev_expander import EvExpanderParams
+from models.ev_selector import EvSelectorParams
+from models.usid_forwarder import UsidForwarderParams
+from scenarios.common import OUT, figure, write_csv
+from scenarios.mrc_fabric import (
+    EXP,
+    FIELDS,
+    FWD,
+    LOC,
+    PATHS,
+    SEL,
+    SERVICE,
+    SPINE,
+    SPINES,
+    Fabric,
+    ModelEngine,
+    ev_of,
+    path_of,
+)
+from testbenches import runner, tb
+from testbenches.test_usid_forwarder import deparse
+
+#: The runs: (a) drop on one EV, (b) collision, (c) failures (path -> cycle).
+DROP_EV, DROP = ev_of(5, 1), 0.2
+FAILURES = {0: 1000, 4: 2500, 1: 4000, 5: 5500}
+CYCLES = {"drop": 3000, "collide": 3000, "fail": 7000}
+#: ECMP baseline: the flow's hashed uplink, and the cycles a reroute takes after its failure.
+ECMP_PATH, CONVERGE = 0, 500
+
+
+class MrcTop(wiring.Component):
+    """QP 0's EV selector, the EV expander and the leaf-0 uSID forwarder side by side (scenario top)."""
+
+    def __init__(self, sel, exp, fwd):
+        self.sel_p, self.exp_p, self.fwd_p = (EvSelectorParams.from_dict(sel), EvExpanderParams.from_dict(exp),
+                                              UsidForwarderParams.from_dict(fwd))
+        self.sel, self.exp, self.fwd = EvSelector(self.sel_p), EvExpander(self.exp_p), UsidForwarder(self.fwd_p)
+        blocks = (("sel", self.sel), ("exp", self.exp), ("fwd", self.fwd))
+        super().__init__({f"{name}_{port}": member for name, block in blocks
+                          for port, member in block.signature.members.items() if port in ("i", "o", "cfg")})
+
+    def elaborate(self, platform):
+        m = Module()
+        for name in ("sel", "exp", "fwd"):
+            block = getattr(self, name)
+            m.submodules[name] = block
+            for port in ("i", "o", "cfg"):
+                if port in block.signature.members:
+                    outer = getattr(self, f"{name}_{port}")
+                    inner = getattr(block, port)
+                    if block.signature.members[port].flow == In:
+                        wiring.connect(m, wiring.flipped(outer), inner)
+                    else:
+                        wiring.connect(m, inner, wiring.flipped(outer))
+        return m
+
+
+class RtlEngine(ModelEngine):
+    """Drives the RTL each cycle with the loop's inputs and checks its answers against the models."""
+
+    def __init__(self, dut):
+        super().__init__()
+        self.dut = dut
+        self.req, self.ans = request_layout(SEL), answer_layout(SEL)
+        self.desc, self.res = descriptor_layout(FWD), result_layout()
+        self.last_exp = self.last_fwd = None
+        self.cycles = 0
+
+    async def start(self):
+        dut = self.dut
+        for port in ("sel_i", "exp_i", "fwd_i", "exp_cfg", "fwd_cfg"):
+            getattr(dut, f"{port}__valid").value = 0
+        for port in ("sel_o", "exp_o", "fwd_o"):
+            getattr(dut, f"{port}__ready").value = 1
+        await tb.reset(dut, 3)
+        writes = [("exp_cfg", config_layout(EXP), {"field": f, "init": i, "mask": k}) for f, (i, k) in
+                  enumerate(FIELDS)]
+        writes += [("fwd_cfg", route_layout(FWD), {"index": k, "valid": 1, "key": LOC << 16 | SPINE | k, "port": k})
+                   for k in range(PATHS)]
+        for port, layout, value in writes:
+            getattr(dut, f"{port}__valid").value = 1
+            getattr(dut, f"{port}__payload").value = tb.pack(layout, value)
+            await RisingEdge(dut.clk)
+            getattr(dut, f"{port}__valid").value = 0
+
+    async def step(self, want, event, ev, packet):
+        sel, da, out = self.cycle(want, event, ev, packet)
+        dut = self.dut
+        encoded = {"valid": 0} if event is None else {
+            "valid": 1, "kind": KIND[event["kind"]], **{k: int(v) for k, v in event.items() if k != "kind"}}
+        dut.sel_i__valid.value = 1
+        dut.sel_i__payload.value = tb.pack(self.req, {"want": int(want), "event": encoded})
+        dut.exp_i__valid.value = int(ev is not None)
+        dut.exp_i__payload.value = ev or 0
+        dut.fwd_i__valid.value = int(packet is not None)
+        if packet is not None:
+            raw, port, data_depth, prio_depth = packet
+            dut.fwd_i__payload.value = tb.pack(self.desc, {
+                "hdr": int.from_bytes(raw[:HDR_BYTES], "little"), "length": len(raw),
+                "port": port, "data_depth": data_depth, "prio_depth": prio_depth})
+        await ReadOnly()
+        got = tb.unpack(self.ans, dut.sel_o__payload.value.to_unsigned())
+        rtl = (bool(got["selected"]), got["slot"] if got["selected"] else None, got["ev"] if got["selected"] else None,
+               bool(got["stall"]), bool(got["retransmit"]))
+        assert rtl == (sel["valid"], sel["slot"], sel["ev"], sel["stall"], sel["retransmit"]), (
+            f"cycle {self.cycles}: selector RTL {rtl}, model {sel}")
+        assert bool(dut.exp_o__valid.value) == (self.last_exp is not None), f"cycle {self.cycles}: expander valid"
+        if self.last_exp is not None:
+            value = dut.exp_o__payload.value.to_unsigned()
+            assert (bool(value & 1), value >> 1) == (self.last_exp["ok"], self.last_exp["da"] or 0), (
+                f"cycle {self.cycles}: expander RTL {value:#x}, model {self.last_exp}")
+        assert bool(dut.fwd_o__valid.value) == (self.last_fwd is not None), f"cycle {self.cycles}: forwarder valid"
+        if self.last_fwd is not None:
+            raw, expected = self.last_fwd
+            res = tb.unpack(self.res, dut.fwd_o__payload.value.to_unsigned())
+            verdict = VERDICTS[res["verdict"]]
+            leaves = expected["packet"] is not None
+            actual = (verdict, res["port"] if leaves else None, bool(res["marked"]),
+                      deparse(raw, res) if leaves else None)
+            assert actual == (expected["verdict"], expected["port"], expected["marked"], expected["packet"]), (
+                f"cycle {self.cycles}: forwarder RTL {actual[:3]}, model {expected['verdict'], expected['port']}")
+        await RisingEdge(dut.clk)
+        self.last_exp = da
+        self.last_fwd = (packet[0], out) if packet is not None else None
+        self.cycles += 1
+        return sel, da, out
+
+
+def fabrics(seed):
+    """The three runs' loops (the same seed each)."""
+    return {"drop": Fabric(seed, drop_ev=DROP_EV, drop=DROP),
+            "collide": Fabric(seed, qps=2, rate_cycles=2, collide=0),
+            "fail": Fabric(seed, failures=FAILURES)}
+
+
+def summary(name, fabric):
+    return {"samples": [[t, g, {f"{q}:{p}": n for (q, p), n in paths.items()}, depths]
+                        for t, g, paths, depths in fabric.samples],
+            "stats": dict(fabric.stats), "demoted_at": fabric.demoted_at, "bad_losses": fabric.bad_losses,
+            "first_bad_loss": fabric.first_bad_loss, "replacement": fabric.replacement}
+
+
+@cocotb.test()
+async def mrc(dut):
+    """The three runs with the RTL in the loop, every answer checked against the models."""
+    tb.start_clock(dut)
+    results = {}
+    for name, fabric in fabrics(tb.seed()).items():
+        engine = RtlEngine(dut)
+        await engine.start()
+        for _ in range(CYCLES[name]):
+            inputs = fabric.begin(engine)
+            fabric.end(engine, *await engine.step(*inputs))
+        results[name] = summary(name, fabric)
+        cocotb.log.info("%s: %d cycles, RTL answers equal the models; %s", name, engine.cycles, fabric.stats)
+    (tb.run_dir() / "result.json").write_text(json.dumps(results))
+
+
+def ecmp(cycles, window):
+    """Single-path ECMP goodput per window: one uplink's rate while its path is up, 0 for CONVERGE
+    cycles after it fails, then rehashed onto the lowest-numbered live uplink."""
+    path, down_until, out, got = ECMP_PATH, -1, [], 0
+    for t in range(cycles):
+        failed = {p for p, at in FAILURES.items() if at <= t}
+        if path in failed and down_until < 0:
+            down_until = t + CONVERGE
+        if 0 <= down_until <= t:
+            path, down_until = min(p for p in range(PATHS) if p not in failed), -1
+        if down_until < 0 and t % SERVICE == 0:
+            got += 1
+        if (t + 1) % window == 0:
+            out.append(got / window)
+            got = 0
+    return out
+
+
+def mean(values):
+    return sum(values) / len(values) if values else 0.0
+
+
+def test_mrc(record_property):
+    seed = runner.traffic_seed(default=1)
+    params = {"sel": SEL.as_dict(), "exp": EXP.as_dict(), "fwd": FWD.as_dict()}
+    run = runner.run(MrcTop, params, "scenarios.test_mrc", "mrc", block="scenario_mrc", seed=seed)
+    r = json.loads((run / "result.json").read_text())
+    # reference runs on the golden models: (b) with the ECN echoes ignored
+    ignore = Fabric(seed, qps=2, rate_cycles=2, collide=0, react_ecn=False)
+    ignore.run(ModelEngine(), CYCLES["collide"])
+    r["ignore"] = summary("ignore", ignore)
+    clean = Fabric(seed)                                    # (a) without the injected drop
+    clean.run(ModelEngine(), CYCLES["drop"])
+    r["no_drop"] = summary("no_drop", clean)
+
+    def goodput(name, skip=1):
+        return [g for _, g, _, _ in r[name]["samples"][skip:]]
+
+    # (a) demotion at the first loss event of the bad EV, same-plane replacement, goodput held
+    a = r["drop"]
+    assert a["bad_losses"] == 1 and a["demoted_at"] is not None, f"demoted after {a['bad_losses']} loss events"
+    assert a["replacement"] is not None and path_of(a["replacement"]) // SPINES == path_of(DROP_EV) // SPINES, (
+        "the replacement comes from the same plane")
+    assert min(goodput("drop")) >= 0.95 and mean(goodput("drop")) >= 0.99 * mean(goodput("no_drop")), (
+        goodput("drop"), goodput("no_drop"))
+    # (b) ECN skip moves traffic off the collided uplink
+    share = {}
+    for name in ("collide", "ignore"):
+        late = r[name]["samples"][len(r[name]["samples"]) // 2:]
+        share[name] = mean([sum(n for k, n in paths.items() if k.endswith(":0")) / max(sum(paths.values()), 1)
+                            for _, _, paths, _ in late])
+    trims = {name: r[name]["stats"].get("trimmed", 0) for name in ("collide", "ignore")}
+    queue = {name: mean([depths[0] for _, _, _, depths in r[name]["samples"][5:]]) for name in ("collide", "ignore")}
+    assert share["collide"] <= share["ignore"] and trims["collide"] < trims["ignore"], (share, trims)
+    assert queue["collide"] < queue["ignore"], queue
+    assert mean(goodput("collide", 5)) > mean(goodput("ignore", 5)) and mean(goodput("collide", 5)) >= 0.95
+    # (c) goodput about constant through the failures, against single-path ECMP
+    window = CYCLES["fail"] // len(r["fail"]["samples"])
+    base = ecmp(CYCLES["fail"], window)
+    fail = goodput("fail")
+    assert min(fail) >= 0.8 and mean(fail) >= 0.95 and mean(fail) > 2 * mean(base[1:]), (fail, base)
+
+    rows = []
+    for name in ("drop", "no_drop", "collide", "ignore", "fail"):
+        for t, g, paths, depths in r[name]["samples"]:
+            on_x = sum(n for k, n in paths.items() if k.endswith(":0"))
+            rows.append((name, t, round(g, 3), on_x, sum(paths.values()), depths[0]))
+    rows += [("ecmp", (k + 1) * window, round(g, 3), "", "", "") for k, g in enumerate(base)]
+    write_csv("mrc", ["run", "cycle", "goodput", "packets_on_uplink0", "packets", "uplink0_queue"], rows)
+    with figure("mrc", cols=3, seed=seed) as (fa, fb, fc):
+        for ax, names in ((fa, ("drop", "no_drop")), (fb, ("collide", "ignore")), (fc, ("fail",))):
+            for name in names:
+                ax.plot([s[0] for s in r[name]["samples"]], [s[1] for s in r[name]["samples"]], label=name)
+        fa.axvline(a["demoted_at"], color="grey", ls=":", label="bad EV demoted")
+        fa.set(title=f"(a) {DROP:.0%} drop on one EV of 16", xlabel="cycle", ylabel="goodput (packets/cycle)",
+               ylim=(0, 1.2))
+        fb.set(title="(b) plane-0 EVs of 2 QPs on one uplink (ignore: ECN echo ignored)", xlabel="cycle",
+               ylim=(0, 1.2))
+        fc.plot([(k + 1) * window for k in range(len(base))], base, label="single-path ECMP")
+        for at in FAILURES.values():
+            fc.axvline(at, color="grey", ls=":")
+        fc.set(title="(c) uplinks failed one by one", xlabel="cycle", ylim=(0, 1.2))
+        for ax in (fa, fb, fc):
+            ax.legend(fontsize="small")
+    headline = (f"(a) EV demoted at its 1st loss event (cycle {a['demoted_at']}), same-plane backup, goodput "
+                f"{mean(goodput('drop')):.2f} (no drop {mean(goodput('no_drop')):.2f}); "
+                f"(b) ECN echo ignored -> acted on: uplink-0 queue "
+                f"{queue['ignore']:.1f} -> {queue['collide']:.1f}, share {share['ignore']:.0%} -> "
+                f"{share['collide']:.0%}, "
+                f"trims {trims['ignore']} -> {trims['collide']}, goodput {mean(goodput('ignore', 5)):.2f} -> "
+                f"{mean(goodput('collide', 5)):.2f}; (c) 4 of 8 uplinks failed: goodput mean {mean(fail):.2f} "
+                f"(min {min(fail):.2f}) vs single-path ECMP {mean(base[1:]):.2f}")
+    print(headline)
+    record_property("innet", {"kind": "scenario", "name": "mrc", "seed": seed, "headline": headline,
+                              "files": [OUT / "mrc.csv", OUT / "mrc.png"]})
+
+
+pytestmark = pytest.mark.xdist_group("scenario_mrc")

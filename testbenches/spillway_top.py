@@ -1,0 +1,64 @@
+"""Testbench wrapper (not a registered block): the disaggregated Spillway's switch side and spill node
+side by side, their spill-link ports exposed unconnected so that the cocotb test closes the links
+through Python delay lines (latency changes need no rebuild)."""
+from amaranth.hdl import Module
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.packet import packet_signature
+from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams
+from hdl.spill_node import COUNTERS as NODE_COUNTERS
+from hdl.spill_node import SpillNode, SpillNodeParams, link_layout
+
+__all__ = ["SpillwayTop", "switch_params", "node_params"]
+
+
+def switch_params(values):
+    """The switch side's ``SpillBufferParams`` (disaggregated) from the wrapper's keyword arguments."""
+    return SpillBufferParams(**{k: v for k, v in values.items() if k != "latency"}, mode="disaggregated")
+
+
+def node_params(switch):
+    """The spill node's parameters, taken from the switch's so that both ends agree."""
+    return SpillNodeParams(ports=switch.ports, capacity=switch.capacity, mtu=switch.mtu,
+                           data_bytes=switch.data_bytes, counter_bits=switch.counter_bits)
+
+
+class SpillwayTop(wiring.Component):
+    """Switch ports ``i``, ``o``, ``qdepth``, ``spill_o``, ``spill_i``, ``credits``, ``outstanding`` and the
+    credit core's counters; node ports ``node_i``, ``node_o``, ``node_stored`` and ``node_<counter>``.
+    ``latency`` (the test's link delay) does not change the hardware."""
+
+    def __init__(self, latency=0, **values):
+        self.switch = SpillBuffer(switch_params(values))
+        self.node = SpillNode(node_params(self.switch.params))
+        p, link = self.switch.params, link_layout(self.switch.params.data_bytes)
+        signature = {
+            "i": In(packet_signature(p.data_bytes)),
+            "o": Out(packet_signature(p.data_bytes, self.switch.out_meta)),
+            "qdepth": In(data.ArrayLayout(p.depth_bits, p.ports)),
+            "spill_o": Out(stream.Signature(link)), "spill_i": In(stream.Signature(link)),
+            "node_i": In(stream.Signature(link)), "node_o": Out(stream.Signature(link)),
+            "credits": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
+            "outstanding": Out(range(p.ports * p.capacity + 1)),
+            "node_stored": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
+        }
+        signature.update({name: Out(p.counter_bits) for name in CREDIT_COUNTERS})
+        signature.update({f"node_{name}": Out(p.counter_bits) for name in NODE_COUNTERS})
+        super().__init__(signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.switch = sw = self.switch
+        m.submodules.node = node = self.node
+        for name in ("i", "spill_i"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(sw, name))
+        for name in ("o", "spill_o"):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(sw, name))
+        wiring.connect(m, wiring.flipped(self.node_i), node.i)
+        wiring.connect(m, wiring.flipped(self.node_o), node.o)
+        m.d.comb += [sw.qdepth.eq(self.qdepth), self.credits.eq(sw.credits), self.outstanding.eq(sw.outstanding),
+                     self.node_stored.eq(node.stored)]
+        m.d.comb += [getattr(self, name).eq(getattr(sw, name)) for name in CREDIT_COUNTERS]
+        m.d.comb += [getattr(self, f"node_{name}").eq(getattr(node, name)) for name in NODE_COUNTERS]
+        return m

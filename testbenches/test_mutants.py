@@ -1,0 +1,59 @@
+"""The mutation tool: its operators on a small Amaranth function, and a fixed sample of spill buffer
+mutants that the spill buffer's testbench must kill (the sample CI runs; ``make mutants`` runs more)."""
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from registry import ROOT
+from tools.mutants import generate
+
+pytestmark = pytest.mark.xdist_group("mutants")
+
+SOURCE = '''\
+def elaborate(self, platform):
+    m = Module()
+    count = Signal(4, init=3)
+    with m.If((self.a < 5) & ~self.b):
+        m.d.sync += count.eq(count + 1)
+    m.d.comb += self.o.eq(count[0:2] | self.a)
+    if self.mode == "x":
+        m.d.comb += self.p.eq(1)
+    return m
+'''
+
+
+def test_operators():
+    mutants = generate(SOURCE)
+    assert {m.operator for m in mutants} == {"cmp", "const", "arith", "logic", "drop", "init"}
+    texts = [m.apply(SOURCE) for m in mutants]
+    for text in texts:
+        ast.parse(text)
+        assert text != SOURCE
+    assert len(set(texts)) == len(texts), "no mutant twice"
+    changed = [m.describe(SOURCE)[1] for m in mutants]
+    assert "with m.If(((self.a <= 5)) & ~self.b):" in changed, "a comparison swapped"
+    assert "with m.If(((self.a < 5) | ~self.b)):" in changed, "an and made an or, in parentheses"
+    assert "m.d.sync += count.eq(count + (2))" in changed, "a constant off by one"
+    assert changed.count("pass") == 3, "each assignment dropped"
+    assert not any("count[0:3]" in t or "count[1:2]" in t for t in texts), "slices are elaboration, not logic"
+    assert not any("self.mode != 'x'" in t for t in texts), "a configuration choice is not a mutant"
+    assert any("Signal(4, init=(0))" in t for t in texts), "a reset value changed"
+
+
+#: The fixed CI sample: the in-switch spill buffer's handle counter enable and its FIFO-full test.
+SAMPLE = ("with m.If(core.d.valid & core.d.ready)", "full = counts[port] == C")
+
+
+def test_sample_killed():
+    """Faults in the spill buffer's handle counter and FIFO-full test: the testbench kills each."""
+    matches = [arg for text in SAMPLE for arg in ("--match", text)]
+    listed = subprocess.run([sys.executable, "-m", "tools.mutants", "spill_buffer", "--list", *matches], cwd=ROOT,
+                            capture_output=True, text=True)
+    count = len(listed.stdout.splitlines())
+    assert listed.returncode == 0 and count >= 2, listed.stdout + listed.stderr
+    result = subprocess.run([sys.executable, "-m", "tools.mutants", "spill_buffer", *matches, "--no-formal",
+                             "--no-baseline"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    assert f"killed by simulation {count}/{count} (100 %)" in result.stdout, result.stdout

@@ -1,0 +1,241 @@
+"""Mutation run of one block: ``python -m tools.mutants BLOCK [--n N] [--seed S] [--list]``.
+
+Mutants are small faults put into the block's RTL source ``hdl/<block>.py``, one at a time, by
+source-level operators on the code that builds logic (functions that add to ``m.d``):
+
+- ``cmp``: ``<`` and ``<=``, ``>`` and ``>=``, ``==`` and ``!=`` swapped;
+- ``const``: an integer compared with or added to a signal off by one (``n`` -> ``n + 1``);
+- ``arith``: ``+`` and ``-`` swapped;
+- ``logic``: ``&`` and ``|`` swapped, ``~x`` -> ``x``;
+- ``drop``: an assignment ``m.d.<domain> += ...`` removed (a register not updated, a signal left
+  at its default);
+- ``init``: a signal's ``init=`` value changed (a register reset to the wrong value).
+
+``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
+copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
+or emit is ``invalid``. The others run the block's testbench (``testbenches/test_<block>.py``) and
+its proofs (``formal/test_<block>.py``), each stopping at the first failure; a mutant is killed by
+simulation, by formal, or survives. The report (terminal and ``build/mutants/<block>.csv``) gives
+the kill rates and every survivor with its line, to be killed by a new test or property or argued
+equivalent.
+"""
+import ast
+import csv
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from registry import ROOT, block
+from tools.cli import Parser, integer, run
+
+OUT = ROOT / "build" / "mutants"
+#: Directories and files the copy needs to build and test a block.
+COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
+        "pyproject.toml")
+SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+#: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
+TIMEOUT = 1800
+
+
+@dataclass
+class Mutant:
+    id: int
+    operator: str
+    line: int
+    start: tuple        # (line, col) of the replaced source segment
+    end: tuple
+    text: str           # the replacement
+
+    def apply(self, source):
+        lines = source.splitlines(keepends=True)
+        offset = [0]
+        for line in lines:
+            offset.append(offset[-1] + len(line))
+        a = offset[self.start[0] - 1] + self.start[1]
+        b = offset[self.end[0] - 1] + self.end[1]
+        return source[:a] + self.text + source[b:]
+
+    def describe(self, source):
+        before = source.splitlines()[self.line - 1].strip()
+        after = self.apply(source).splitlines()[self.line - 1].strip()
+        return before, after
+
+
+def _logic_functions(tree, source):
+    """Function definitions whose body adds to ``m.d`` (the code that builds logic)."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+            and "m.d." in (ast.get_source_segment(source, node) or "")]
+
+
+def _replace(node, new, operator, found):
+    text = ast.unparse(new)
+    found.append((operator, node.lineno, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset),
+                  text if isinstance(new, ast.stmt) else f"({text})"))
+
+
+def _is_int(node):
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def generate(source):
+    """Every mutant of ``source``, in source order."""
+    tree = ast.parse(source)
+    found, seen = [], set()
+    for node in ast.walk(tree):       # bit positions and widths are elaboration-time Python, not logic
+        if isinstance(node, ast.Subscript):
+            seen.update(id(n) for n in ast.walk(node.slice))
+    for function in _logic_functions(tree, source):
+        for node in ast.walk(function):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and not any(
+                    isinstance(side, ast.Constant) and isinstance(side.value, str)
+                    for side in (node.left, *node.comparators)):     # a configuration choice, not logic
+                op = type(node.ops[0])
+                if op in SWAP:
+                    _replace(node, ast.Compare(node.left, [SWAP[op]()], node.comparators), "cmp", found)
+                for side in (node.left, node.comparators[0]):
+                    if _is_int(side):
+                        _replace(side, ast.Constant(side.value + 1), "const", found)
+            elif isinstance(node, ast.BinOp):
+                if isinstance(node.op, (ast.Add, ast.Sub)):
+                    other = ast.Sub() if isinstance(node.op, ast.Add) else ast.Add()
+                    _replace(node, ast.BinOp(node.left, other, node.right), "arith", found)
+                    for side in (node.left, node.right):
+                        if _is_int(side) and not _is_int(node.left if side is node.right else node.right):
+                            _replace(side, ast.Constant(side.value + 1), "const", found)
+                elif isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+                    other = ast.BitOr() if isinstance(node.op, ast.BitAnd) else ast.BitAnd()
+                    _replace(node, ast.BinOp(node.left, other, node.right), "logic", found)
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+                _replace(node, node.operand, "logic", found)
+            elif (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute)
+                  and ast.unparse(node.target.value) == "m.d"):
+                _replace(node, ast.Pass(), "drop", found)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in ("init", "reset") and _is_int(node.value):
+            _replace(node.value, ast.Constant(0 if node.value.value else 1), "init", found)
+    found.sort(key=lambda m: (m[2], m[3]))
+    return [Mutant(n, *m) for n, m in enumerate(found)]
+
+
+def copy_tree(dest):
+    """A copy of the repository's sources at ``dest`` (its build cache kept between mutants)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in COPY:
+        src, dst = ROOT / name, dest / name
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    venv = dest / ".venv"
+    if not venv.exists():
+        venv.symlink_to(ROOT / ".venv")
+
+
+def _pytest(tree, path, seed, jobs, timeout):
+    """Run ``path``'s tests in ``tree`` stopping at the first failure: "pass", "fail" or "timeout"."""
+    if not (tree / path).exists():
+        return "none"
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", path,
+               *(["-n", str(jobs)] if jobs else [])]
+    try:
+        result = subprocess.run(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return "pass" if result.returncode == 0 else "fail"
+
+
+def valid(tree, name):
+    """Whether the (mutated) block in ``tree`` elaborates and converts to Verilog."""
+    code = f"from amaranth.back import rtlil; from registry import block; rtlil.convert(block({name!r}).build())"
+    return subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True).returncode == 0
+
+
+def main(argv=None):
+    parser = Parser(prog="mutants", description=__doc__.split("\n\n")[0])
+    parser.add_argument("block", help="a registered block")
+    parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw (default: all)")
+    parser.add_argument("--seed", type=integer(0), default=1, help="sample seed and traffic seed (default 1)")
+    parser.add_argument("--match", action="append", default=[],
+                        help="only mutants of source lines containing this text (repeatable: any of them)")
+    parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
+    parser.add_argument("--no-formal", action="store_true", help="simulation only")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the unmutated run (when the suite has just run the block's tests)")
+    args = parser.parse_args(argv)
+    b = block(args.block)
+    path = f"hdl/{b.name}.py"
+    source = (ROOT / path).read_text()
+    mutants = generate(source)
+    if not mutants:
+        raise ValueError(f"{path} builds no logic of its own to mutate (only submodules)")
+    for text in args.match:
+        if not any(text in source.splitlines()[m.line - 1] for m in mutants):
+            raise ValueError(f"--match {text!r}: no mutant of a line containing it in {path}")
+    if args.match:
+        mutants = [m for m in mutants if any(text in source.splitlines()[m.line - 1] for text in args.match)]
+    if args.n is not None and args.n < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
+    if args.list:
+        for m in mutants:
+            before, after = m.describe(source)
+            print(f"{m.id:4} {m.operator:6} {path}:{m.line}: {before}  ->  {after}")
+        return
+    tree = OUT / b.name / "tree"
+    copy_tree(tree)
+    sim_tests, formal_tests = f"testbenches/test_{b.name}.py", f"formal/test_{b.name}.py"
+    formal = b.formal and not args.no_formal
+    print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
+          + ("" if args.no_baseline else "; baseline run first"), flush=True)
+    if not args.no_baseline and _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
+            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass"):
+        raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
+    rows, started = [], time.monotonic()
+    target = tree / path
+    try:
+        for n, m in enumerate(mutants, 1):
+            before, after = m.describe(source)
+            target.write_text(m.apply(source))
+            if not valid(tree, b.name):
+                sim = form = "invalid"
+            else:
+                sim = _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT)
+                form = _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) if formal else "-"
+            rows.append(dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal=form,
+                             before=before, after=after))
+            print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
+                  f"line {m.line}: sim {sim}, formal {form}", flush=True)
+    finally:
+        target.write_text(source)
+    report(b.name, path, rows, formal)
+
+
+def report(name, path, rows, formal):
+    """Kill rates and survivors on the terminal and in ``build/mutants/<block>.csv``."""
+    out = OUT / f"{name}.csv"
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    live = [r for r in rows if r["sim"] != "invalid"]
+    killed = lambda key: sum(r[key] in ("fail", "timeout") for r in live)      # noqa: E731
+    both = sum(r["sim"] in ("fail", "timeout") or r["formal"] in ("fail", "timeout") for r in live)
+    rate = lambda k: f"{k}/{len(live)} ({100 * k / len(live):.0f} %)" if live else "-"  # noqa: E731
+    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(live)} invalid; killed by simulation "
+          f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal'))}" if formal else "")
+          + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
+    for r in live:
+        if r["sim"] not in ("fail", "timeout") and r["formal"] not in ("fail", "timeout"):
+            print(f"  survivor #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}")
+
+
+if __name__ == "__main__":
+    run("mutants", main)
