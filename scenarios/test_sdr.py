@@ -30,7 +30,6 @@ from 1e-2 on without falling back at 1e-2; at 1e-1 XOR falls back more than twic
 lands between MDS and SR-RTO). Output: ``build/scenarios/sdr.csv`` and ``.png``.
 ``python -m scenarios.test_sdr --full`` runs a bigger sweep (more sizes and rates).
 """
-import argparse
 import heapq
 import json
 import math
@@ -41,6 +40,7 @@ import time
 from collections import Counter
 
 import cocotb
+import pytest
 
 from hdl.chunk_bitmap import ChunkBitmap
 from models.chunk_bitmap import OUTCOMES, ChunkBitmapModel, ChunkBitmapParams, ec_recoverable
@@ -48,6 +48,7 @@ from models.chunk_bitmap_oracle import ec_timeout, mds_fail, p_fallback, sr_mean
 from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
 from testbenches.test_chunk_bitmap import TB, complete, pkt, post
+from tools.cli import Parser, integer, run
 
 #: The default parameters: the scenario shares the cocotb tests' Verilator build.
 PARAMS = ChunkBitmapParams()
@@ -354,6 +355,7 @@ def rtl_reference(seed_):
     return out
 
 
+@pytest.mark.xdist_group("chunk_bitmap-default")     # the cocotb tests' build of the same parameters
 def test_sdr_rtl(record_property):
     """The RTL as the receiver: the same completion times, fallbacks and outcomes as the golden model."""
     run = runner.run(ChunkBitmap, PARAMS, "scenarios.test_sdr", "sdr", block="chunk_bitmap", seed=seed())
@@ -374,13 +376,11 @@ def test_sdr(record_property):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m scenarios.test_sdr", description=__doc__.splitlines()[0])
+    parser = Parser(prog="sdr", description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="the bigger sweep (4 sizes, 8 rates, more trials)")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: INNET_SEED or 1)")
+    parser.add_argument("--seed", type=integer(0), default=None, help="seed (default: INNET_SEED or 1)")
     args = parser.parse_args(argv)
     seed_ = seed() if args.seed is None else args.seed
-    if seed_ < 0:
-        parser.error("--seed must be >= 0")
     start = time.time()
     rows = sweep("full" if args.full else "ci", seed_)
     headline, files = write(rows, seed_, "sdr_full" if args.full else "sdr")
@@ -392,4 +392,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("sdr", main))
