@@ -87,10 +87,19 @@ def params():
 
 
 def run_dir():
-    """Directory of this test's artefacts (waveform, pcaps, summary)."""
+    """Directory of this test's artefacts (waveform, pcaps, summary); in a batch of tests sharing one
+    simulation (``INNET_BATCH``), the running test's directory under ``INNET_RUN_DIR``."""
     path = Path(os.environ.get("INNET_RUN_DIR", "."))
+    if os.environ.get("INNET_BATCH"):
+        path /= current_test()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def current_test():
+    """The name of the cocotb test running now (cocotb 2.1 keeps it in its regression manager)."""
+    from cocotb import regression
+    return regression._manager_inst._test.name
 
 
 def seed():
