@@ -12,7 +12,8 @@ one simulation (``.../batch-<key>/``): the first of them runs the batch, each py
 reads its own result, and its log is cut out of the batch's. This saves the simulator's start-up
 (~2-4 s a run). cocotb seeds ``random`` per test from the seed and the test's name and every test
 resets the DUT first, so a test's traffic does not depend on the tests before it; a test without a
-result in the batch (the simulation ended early) runs again on its own. Waveform and coverage runs
+passing result in the batch (failed, or the simulation ended early) runs again on its own, and
+that run decides (a warning names a test that failed only in its batch). Waveform and coverage runs
 are never batched (one waveform or coverage file per test), nor is any test with ``INNET_SOLO=1``.
 
 Seeds: one traffic seed per pytest run, passed to every simulation as ``COCOTB_RANDOM_SEED`` (so
@@ -29,6 +30,7 @@ import random
 import re
 import shutil
 import sys
+import warnings
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -213,11 +215,12 @@ def _replay(seed_value):
 
 def plan_batches(items):
     """Record, per test module and parameter set, the cocotb tests of the collected pytest ``items``
-    (those made by ``parametrize``): they will share one simulation."""
+    (those made by ``parametrize``): they will share one simulation. A module whose tests depend on
+    state a reset leaves (memory contents compared with a fresh model) sets ``SOLO = True``."""
     BATCHES.clear()
     for item in items:
         values = getattr(getattr(item, "callspec", None), "params", {})
-        if "params" in values and "testcase" in values:
+        if "params" in values and "testcase" in values and not getattr(item.module, "SOLO", False):
             BATCHES.setdefault((item.module.__name__, _encode(values["params"])), []).append(values["testcase"])
 
 
@@ -275,8 +278,9 @@ def _exactly(test_module, tests):
     return rf"^{re.escape(test_module)}\.({'|'.join(re.escape(name) for name in tests)})$"
 
 
-def _has_result(results, testcase):
-    return results.exists() and any(c.get("name") == testcase for c in ElementTree.parse(results).iter("testcase"))
+def _passed(results, testcase):
+    return results.exists() and any(c.get("name") == testcase and not c.findall("failure") + c.findall("error")
+                                    for c in ElementTree.parse(results).iter("testcase"))
 
 
 def run(component_cls, params, test_module, testcase, *, block=None, env=None, seed=None):
@@ -332,10 +336,13 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     wave = test_dir / f"dump.{kind}" if kind else None
     if batched:
         _run_batch(runner, build_dir, test_module, batch, {**env, "INNET_RUN_DIR": str(build_dir)})
-    if not (batched and _has_result(results, testcase)):
-        if batched:         # the batch ended before this test: run it on its own
-            for stale in ("summary.json", "results.xml"):
-                (test_dir / stale).unlink(missing_ok=True)
+    rerun = batched and not _passed(results, testcase)
+    if rerun:               # failed in the batch or never ran there: its own simulation decides
+        if log.exists():
+            log.rename(test_dir / "batch.log")
+        for stale in ("summary.json", "results.xml"):
+            (test_dir / stale).unlink(missing_ok=True)
+    if rerun or not batched:
         try:
             runner.test(
                 test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
@@ -345,6 +352,10 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         except SystemExit:
             pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
+    if rerun and total and not failed and (test_dir / "batch.log").exists():
+        warnings.warn(f"{block}/{testcase} failed in the simulation it shared with other tests but passed alone: "
+                      f"it depends on state they left (set SOLO = True in {test_module}); batch log: "
+                      f"{test_dir / 'batch.log'}", stacklevel=2)
     if total == 0 or failed:
         text = log.read_text(errors="replace") if log.exists() else ""
         where = f"waveform: {wave}" if kind else f"re-run with WAVES=1 for a waveform in {test_dir}"

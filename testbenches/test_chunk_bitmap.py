@@ -1014,6 +1014,9 @@ async def ec_recoverability(dut):
     await t.finish("ec")
 
 
+#: One simulation per test: the bitmap memories keep their contents across a reset (as an SRAM
+#: does), and every test compares both whole memories with a model that starts from zero.
+SOLO = True
 PARAMS = {"default": ChunkBitmapParams(),
           "small": ChunkBitmapParams(msg_slots=4, word_bits=32, max_chunk=32, generations=2, channels=2,
                                      slot_words=4, msg_bits=8, user_bits=2, data_bytes=96)}
