@@ -168,6 +168,45 @@ def test_shim_round_trip_every_field():
             fields["resv"], fields["job"], fields["round"], fields["idx"], fields["cnt"], fields["resv2"])
 
 
+def test_layout_round_trip():
+    """scapy build -> bytes -> ``hdl.headers.DBLP`` fields -> bytes, and the RTL's view on a beat."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import data
+    from amaranth.sim import Simulator
+
+    from hdl import headers
+    size = headers.DBLP.size // 8
+    assert (size, headers.DBLP_OFFSET, headers.DBLP_HEADER_BYTES) == (
+        wire.DBLP_BYTES, wire.DBLP_OFFSET, wire.DBLP_HEADER_BYTES) == (len(DBLP()), 42, 53)
+    assert [name for name, _ in headers.DBLP][::-1] == [f.name for f in DBLP.fields_desc]   # wire order
+    rng = random.Random(5)
+    packets = []
+    for _ in range(100):
+        fields = {f.name: rng.randrange(1 << headers.DBLP[f.name].width) for f in DBLP.fields_desc}
+        raw = bytes(dblp_packet(payload=rng.randbytes(rng.randrange(12)), rng=rng, **fields))
+        shim = Ether(raw)[DBLP]
+        assert {f.name: shim.getfieldval(f.name) for f in DBLP.fields_desc} == fields
+        view = data.Const(headers.DBLP, int.from_bytes(raw[wire.DBLP_OFFSET:wire.DBLP_HEADER_BYTES], "big"))
+        assert {name: int(view[name]) for name in fields} == fields
+        assert headers.DBLP.const(fields).as_value().value.to_bytes(size, "big") == \
+            raw[wire.DBLP_OFFSET:wire.DBLP_HEADER_BYTES]
+        packets.append((raw, fields))
+    beat = Signal(8 * 64)
+    view = headers.wire_view(headers.DBLP, beat, headers.DBLP_OFFSET)
+    probes = {name: Signal.like(view[name], name=f"dblp_{name}") for name, _ in headers.DBLP}
+    m = Module()
+    m.d.comb += [probe.eq(view[name]) for name, probe in probes.items()]
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for raw, fields in packets:
+            ctx.set(beat, int.from_bytes(raw[:64].ljust(64, b"\0"), "little"))
+            assert {name: ctx.get(probe) for name, probe in probes.items()} == fields
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def test_shim_wire_constants():
     raw = bytes(dblp_packet(last=1, retx=1, payload=b"xyz"))
     assert len(DBLP()) == wire.DBLP_BYTES
