@@ -1174,9 +1174,13 @@ async def reset_mid_traffic(dut):
     for r in range(2 * p.rounds):
         t.send(*[raw for raw in chunk(0, r, rng.randrange(1, p.e_max + 1)) if rng.random() > 0.1])
     await t.run(rng.randrange(40, 200))
-    for _ in range(2000):               # then on until a round is live with packets still queued
-        if t.source.queue and any(s.live for s in t.model.slots):
+    fresh = 2 * p.rounds                # then on until a round is live with packets still queued: by
+    for _ in range(2000):               # construction, a new round of e_max packets whenever the queue
+        if t.source.queue and any(s.live for s in t.model.slots):       # ran dry (seed 104 drained it)
             break
+        if not t.source.queue:
+            t.send(*chunk(0, fresh, p.e_max))
+            fresh += 1
         await t.run(1)
     assert t.source.queue and any(s.live for s in t.model.slots), "reset lands mid-traffic"
     await t.reset()
