@@ -219,15 +219,14 @@ def live_bound(p):
     return (p.retry_max + 1) * (p.deadline + p.rounds * (p.words + 2)) + 1
 
 
-def test_tracker_safety(depth=10):
+def test_tracker_safety(depth=10, name="bounded_loss_tracker_safety"):
     """Close kinds, count == popcount, forwarded once, nothing after close, conservation (bounded)."""
-    prove(TrackerSpec(), "bounded_loss_tracker_safety", depth=depth, mode="bmc")
+    prove(TrackerSpec(), name, depth=depth, mode="bmc")
 
 
-def test_tracker_liveness(params=LIVE):
+def test_tracker_liveness(params=LIVE, name="bounded_loss_tracker_liveness"):
     """Every open round of slot s closes in time (bounded check, 6 cycles past the bound)."""
-    prove(TrackerSpec(params, liveness=True), "bounded_loss_tracker_liveness", depth=live_bound(params) + 6,
-          mode="bmc")
+    prove(TrackerSpec(params, liveness=True), name, depth=live_bound(params) + 6, mode="bmc")
 
 
 def test_tracker_cover():
@@ -237,7 +236,8 @@ def test_tracker_cover():
 
 def main(argv=None):
     """The deep runs (not in the default suite): safety to depth 14 (~150 s) and liveness at ``PARAMS``
-    (2 slots, E <= 4, bound 25: depth 31, a long run)."""
+    (2 slots, E <= 4, bound 25: depth 31, a long run); own work directories (``*_deep``), so a suite
+    run next to them does not wipe theirs."""
     parser = argparse.ArgumentParser(prog="python -m formal.test_bounded_loss_tracker", description=main.__doc__)
     parser.add_argument("--deep", action="store_true", help="run the deep checks (required: nothing else to do)")
     parser.add_argument("--only", choices=("safety", "liveness"), help="one of the two deep checks")
@@ -247,10 +247,10 @@ def main(argv=None):
         return 2
     try:
         if args.only in (None, "safety"):
-            test_tracker_safety(depth=14)
+            test_tracker_safety(depth=14, name="bounded_loss_tracker_safety_deep")
             print("safety: bmc depth 14 passed")
         if args.only in (None, "liveness"):
-            test_tracker_liveness(PARAMS)
+            test_tracker_liveness(PARAMS, name="bounded_loss_tracker_liveness_deep")
             print(f"liveness: bmc depth {live_bound(PARAMS) + 6} passed")
     except FormalFailure as failure:
         print(f"formal.test_bounded_loss_tracker: {failure}", file=sys.stderr)
