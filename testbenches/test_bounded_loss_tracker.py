@@ -958,9 +958,16 @@ async def random_rounds(dut):
     t = TB(dut, rng, idle=0.1, bp=(0.2, 0.2, 0.3))
     await t.reset()
     p = t.params
-    t.configure(*[row(ph, rng.randrange(0, 128), rng.randrange(30, 200)) for ph in range(p.phases)])
+    rows = [row(ph, rng.randrange(0, 128), rng.randrange(30, 200)) for ph in range(p.phases)]
+    rows[0] = row(0, rng.randrange(128, 256), min(1000, (1 << p.deadline_bits) - 1))
+    t.configure(*rows)
+    await t.run(p.phases + 2)
     sent = {}
     t.on_nack = retransmit(t, sent, loss=lambda: rng.random() < 0.1)
+    # by construction (job 3, phase 0: tau >= 1/2, a long deadline): a round of one packet closes
+    # FULL; a round of e_max missing idx 1 closes BOUNDED at LAST; a duplicate and a malformed shim
+    sent[3, 0], sent[3, 1] = chunk(3, 0, 1), chunk(3, 1, p.e_max)
+    t.send(*sent[3, 0], sent[3, 1][0], sent[3, 1][0], bytes(dblp_packet(cnt=0)), *sent[3, 1][2:])
     closed = []
     for r in range(60):
         job = rng.randrange(3)
@@ -979,13 +986,15 @@ async def random_rounds(dut):
         t.send(*burst)
         closed += pkts[:1]
         if rng.random() < 0.05:
-            t.configure(row(rng.randrange(16), rng.randrange(300), rng.randrange(0, 300)))
+            t.configure(row(rng.randrange(1, 16), rng.randrange(300), rng.randrange(0, 300)))  # phase 0 stays
         while len(t.source.queue) > 40:
             await RisingEdge(dut.clk)
     await t.settle()
     c = t.finish("random_rounds")
     assert c["forwarded"] > 0 and c["full"] > 0 and c["bounded"] + c["abort"] > 0 and c["dup"] > 0
     assert c["malformed"] + c["slot_busy"] + c["late"] > 0
+    built = {(e["job"], e["round"]): e["kind"] for _, e in t.closes if e["job"] == 3}
+    assert built == {(3, 0): "FULL", (3, 1): "BOUNDED"}, f"the constructed rounds closed {built}"
 
 
 @cocotb.test()
@@ -1004,8 +1013,8 @@ async def burst_loss(dut):
         if r >= p.rounds:
             await t.slot_free((1, r - p.rounds))
         cnt = rng.randrange(8, p.e_max + 1)
-        sent[1, r] = chunk(1, r, cnt, r % p.phases)
-        t.send(*[raw for k, raw in enumerate(sent[1, r]) if k == 0 or not ge.lost()])
+        sent[1, r] = chunk(1, r, cnt, r % p.phases)        # round 0 (tau 0) loses idx 1: a NACK by construction
+        t.send(*[raw for k, raw in enumerate(sent[1, r]) if k == 0 or not ((r, k) == (0, 1) or ge.lost())])
         while len(t.source.queue) > 30:
             await RisingEdge(dut.clk)
     await t.settle()
