@@ -1038,8 +1038,9 @@ async def reliable_tau_zero(dut):
     for r in range(3 * p.rounds):
         if r >= p.rounds:
             await t.slot_free((0, r - p.rounds))
-        sent[0, r] = chunk(0, r, rng.randrange(1, p.e_max + 1), r % p.phases, retx=False)
-        t.send(*[raw for k, raw in enumerate(sent[0, r]) if k == 0 or rng.random() > 0.15])
+        sent[0, r] = chunk(0, r, rng.randrange(2 if r == 0 else 1, p.e_max + 1), r % p.phases, retx=False)
+        # round 0 always loses idx 1: a NACK by construction
+        t.send(*[raw for k, raw in enumerate(sent[0, r]) if k == 0 or (r, k) != (0, 1) and rng.random() > 0.15])
         while len(t.source.queue) > 30:
             await RisingEdge(dut.clk)
     await t.settle()
