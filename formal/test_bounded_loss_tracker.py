@@ -27,7 +27,6 @@ The design's own invariants (``BoundedLossTracker._invariants``: count == popcou
 registers, 1 <= count < E, a live slot is clean, one access per bitmap bank per cycle) are checked
 along the way.
 """
-import argparse
 import sys
 
 from amaranth.asserts import AnyConst, AnySeq
@@ -38,6 +37,7 @@ from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLoss
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
 from models.bounded_loss_tracker import PACKET_COUNTERS
 from models.headers import dblp_packet
+from tools.cli import Parser, run
 
 #: Small enough for the solver, large enough for every mechanism: 2 slots, E <= 4 in 2-bit words
 #: (two words: the search walks), 2 phases, 1 retry, a 53-byte bus (payload in extra beats).
@@ -238,13 +238,12 @@ def main(argv=None):
     """The deep runs (not in the default suite): safety to depth 14 (~150 s) and liveness at ``PARAMS``
     (2 slots, E <= 4, bound 25: depth 31, a long run); own work directories (``*_deep``), so a suite
     run next to them does not wipe theirs."""
-    parser = argparse.ArgumentParser(prog="python -m formal.test_bounded_loss_tracker", description=main.__doc__)
+    parser = Parser(prog="formal.test_bounded_loss_tracker", description=main.__doc__)
     parser.add_argument("--deep", action="store_true", help="run the deep checks (required: nothing else to do)")
     parser.add_argument("--only", choices=("safety", "liveness"), help="one of the two deep checks")
     args = parser.parse_args(argv)
     if not args.deep:
-        print("formal.test_bounded_loss_tracker: nothing to do without --deep", file=sys.stderr)
-        return 2
+        parser.error("nothing to do without --deep")
     try:
         if args.only in (None, "safety"):
             test_tracker_safety(depth=14, name="bounded_loss_tracker_safety_deep")
@@ -259,4 +258,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("formal.test_bounded_loss_tracker", main))

@@ -21,7 +21,6 @@ so every figure is the RTL's. Output: ``build/scenarios/dblp.csv`` (per round), 
 and ``dblp.png``. ``INNET_SCALE=n`` runs n times as many rounds; ``python -m scenarios.test_dblp
 --scale n`` runs the closed loops on the golden model alone (no Verilator) and writes the same files.
 """
-import argparse
 import collections
 import json
 import os
@@ -39,6 +38,7 @@ from models.bounded_loss_tracker_oracle import GilbertElliott, acceptance, p_no_
 from models.headers import dblp_packet
 from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
+from tools.cli import Parser, integer, run
 
 #: The cocotb tests' default parameter set (16 slots, E <= 64 in 32-bit words, 64-byte bus): its build is shared.
 PARAMS = BoundedLossTrackerParams()
@@ -297,13 +297,10 @@ def test_dblp(record_property):
 def main(argv=None):
     """Golden model only, ``--scale`` times the rounds (no Verilator): the same CSV and PNG."""
     global ROUNDS, SWEEP_ROUNDS
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=1)
+    parser = Parser(prog="scenarios.test_dblp", description=main.__doc__)
+    parser.add_argument("--scale", type=integer(1), default=10, help="times the suite's rounds (default 10)")
+    parser.add_argument("--seed", type=integer(0), default=1, help="seed (default 1)")
     args = parser.parse_args(argv)
-    if args.scale < 1 or args.seed < 0:
-        print("scenarios.test_dblp: --scale must be >= 1 and --seed >= 0", file=sys.stderr)
-        return 2
     ROUNDS, SWEEP_ROUNDS = 48 * args.scale, 150 * args.scale
     result = {name: stats for name, (stats, _) in runs(args.seed).items()}
     print(summarise(result, args.seed)[1])
@@ -313,4 +310,4 @@ def main(argv=None):
 pytestmark = pytest.mark.xdist_group("scenario_dblp")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("scenarios.test_dblp", main))
