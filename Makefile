@@ -34,7 +34,7 @@ sim: setup
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: lint
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup testbenches formal scenarios $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 testbenches formal scenarios $(PYTEST_ARGS)
 
 ## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
 lint: setup

@@ -2,6 +2,7 @@
 draw the run's traffic seed, and print what the tests attached (``innet`` user properties) at the end."""
 import json
 import os
+import uuid
 from collections import defaultdict
 from pathlib import Path
 
@@ -16,6 +17,8 @@ SIM_TABLE_ROWS = 4
 
 
 def pytest_configure(config):
+    if not hasattr(config, "workerinput"):      # one token per session; xdist workers inherit it
+        os.environ["INNET_SESSION"] = uuid.uuid4().hex
     try:
         runner.waves()
         seed = runner.traffic_seed()            # drawn once here; xdist workers inherit INNET_RUN_SEED
@@ -33,6 +36,10 @@ def pytest_sessionstart(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(session.config, "workerinput"):
         reporter.write_line(f"innet: traffic seed {session.config.innet_seed} ({_how_seeded()})")
+
+
+def pytest_collection_finish(session):
+    runner.plan_batches(session.items)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -50,7 +50,8 @@ class Pipeline(wiring.Component):
         super().__init__({
             "i": In(packet_signature(data_bytes)),
             "o": Out(packet_signature(data_bytes, OutMeta)),
-            "cfg": In(stream.Signature(progress_regfile.config_layout(p.sym.jobs, p.sym.ring, p.sym.step_bits))),
+            "cfg": In(stream.Signature(progress_regfile.config_layout(p.sym.jobs, p.sym.ring, p.sym.step_bits,
+                                                                      p.sym.age_bits))),
             "qdepth": In(data.ArrayLayout(p.spill.depth_bits, ports)),
             **{name: Out(counter_bits) for name in COUNTERS},
         })

@@ -3,9 +3,17 @@
 Each parameter set is built once in its own directory (``build/<block>/<tag>/``, guarded by a file
 lock so pytest-xdist workers never collide; the Verilog is emitted again only when the sources in
 ``hdl/`` and ``models/``, the component's module or the parameters change: ``design.sha256``).
-Each cocotb test then runs in its own simulation and directory (``.../<testcase>/``) holding its
-waveform (``WAVES=1``: ``dump.vcd``; ``WAVES=1 INNET_WAVES=fst``: ``dump.fst``), its pcaps,
-``results.xml`` and ``summary.json``.
+Each cocotb test has its own directory (``.../<testcase>/``) holding its waveform (``WAVES=1``:
+``dump.vcd``; ``WAVES=1 INNET_WAVES=fst``: ``dump.fst``), its pcaps, ``sim.log``, ``results.xml``
+and ``summary.json``.
+
+Batches: under pytest, the cocotb tests a session selects for one module and parameter set run in
+one simulation (``.../batch-<key>/``): the first of them runs the batch, each pytest test then
+reads its own result, and its log is cut out of the batch's. This saves the simulator's start-up
+(~2-4 s a run). cocotb seeds ``random`` per test from the seed and the test's name and every test
+resets the DUT first, so a test's traffic does not depend on the tests before it; a test without a
+result in the batch (the simulation ended early) runs again on its own. Waveform and coverage runs
+are never batched (one waveform or coverage file per test), nor is any test with ``INNET_SOLO=1``.
 
 Seeds: one traffic seed per pytest run, passed to every simulation as ``COCOTB_RANDOM_SEED`` (so
 cocotb records it in ``results.xml``; ``tb.seed()`` returns it). ``INNET_SEED=N`` replays a run;
@@ -32,6 +40,9 @@ __all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "p
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
+#: (test module, encoded parameters) -> the cocotb tests this pytest session runs for them, in order
+#: (``plan_batches``, called by the root conftest once collection is final).
+BATCHES = {}
 VERILATOR_MIN = (5, 36)
 
 #: Amaranth's Verilog output trips these lint warnings by design (see CONVENTIONS.md); SYMRSVDWORD:
@@ -200,6 +211,74 @@ def _replay(seed_value):
         f"INNET_SEED={seed_value} make test"
 
 
+def plan_batches(items):
+    """Record, per test module and parameter set, the cocotb tests of the collected pytest ``items``
+    (those made by ``parametrize``): they will share one simulation."""
+    BATCHES.clear()
+    for item in items:
+        values = getattr(getattr(item, "callspec", None), "params", {})
+        if "params" in values and "testcase" in values:
+            BATCHES.setdefault((item.module.__name__, _encode(values["params"])), []).append(values["testcase"])
+
+
+def _split_batch(batch_dir, build_dir, tests):
+    """Give each test of a batch its own ``results.xml`` and ``sim.log`` (the log's start-up lines
+    and the lines from the test's own start to the next test's)."""
+    root = ElementTree.parse(batch_dir / "results.xml").getroot()
+    for case in root.iter("testcase"):
+        if case.get("name") in tests:
+            suites = ElementTree.Element("testsuites")
+            counts = {kind: str(len(case.findall(kind.rstrip("s")))) for kind in ("failures", "errors")}
+            ElementTree.SubElement(suites, "testsuite", name="batch", tests="1", **counts).append(case)
+            ElementTree.ElementTree(suites).write(build_dir / case.get("name") / "results.xml")
+    lines = (batch_dir / "sim.log").read_text(errors="replace").splitlines(keepends=True)
+    starts = [(i, m.group(1)) for i, line in enumerate(lines)
+              if (m := re.search(r"running \S+\.(\w+) \(\d+/\d+\)", line))]
+    header = lines[:starts[0][0]] if starts else lines
+    for (at, name), (end, _) in zip(starts, starts[1:] + [(len(lines), None)]):
+        if name in tests:
+            (build_dir / name / "sim.log").write_text("".join(header + lines[at:end]))
+
+
+def _run_batch(runner, build_dir, test_module, tests, env):
+    """Run ``tests`` of ``test_module`` in one simulation, once per pytest session (a file lock and
+    the session's token keep xdist workers from running a batch twice)."""
+    token = os.environ["INNET_SESSION"]
+    key = hashlib.sha1(f"{test_module}|{','.join(tests)}".encode()).hexdigest()[:10]
+    batch_dir = build_dir / f"batch-{key}"
+    with open(build_dir / f".batch-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = batch_dir / "session"
+        if done.exists() and done.read_text() == token:
+            return
+        shutil.rmtree(batch_dir, ignore_errors=True)
+        batch_dir.mkdir()
+        for name in tests:
+            (build_dir / name).mkdir(exist_ok=True)
+            for stale in ("summary.json", "results.xml", "sim.log"):
+                (build_dir / name / stale).unlink(missing_ok=True)
+        try:
+            runner.test(
+                test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, tests),
+                build_dir=build_dir, test_dir=batch_dir, extra_env={**env, "INNET_BATCH": "1"},
+                timescale=("1ns", "1ps"), results_xml=str(batch_dir / "results.xml"), log_file=batch_dir / "sim.log")
+        except SystemExit:
+            pass  # a failing test: each test's result says which
+        if (batch_dir / "results.xml").exists():
+            _split_batch(batch_dir, build_dir, tests)
+        done.write_text(token)
+
+
+def _exactly(test_module, tests):
+    """cocotb's test filter for exactly ``tests`` of ``test_module`` (its own ``testcase`` argument
+    would also take every test whose name ends with one of them)."""
+    return rf"^{re.escape(test_module)}\.({'|'.join(re.escape(name) for name in tests)})$"
+
+
+def _has_result(results, testcase):
+    return results.exists() and any(c.get("name") == testcase for c in ElementTree.parse(results).iter("testcase"))
+
+
 def run(component_cls, params, test_module, testcase, *, block=None, env=None, seed=None):
     """Build ``component_cls(params)`` with Verilator and run cocotb test ``testcase``.
 
@@ -212,14 +291,17 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     verilator_env()
     block = block or test_module.rsplit(".", 1)[-1].removeprefix("test_")
     kind = waves()
-    seed = traffic_seed() if seed is None else seed
     cover = coverage()
     build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else "") + ("-cov" if cover else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
     test_dir = build_dir / testcase
     test_dir.mkdir(exist_ok=True)
-    for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
-        (test_dir / stale).unlink(missing_ok=True)
+    batch = BATCHES.get((test_module, _encode(params)), [])
+    batched = (len(batch) > 1 and testcase in batch and env is None and seed is None and not kind and not cover
+               and "INNET_SESSION" in os.environ and not os.environ.get("INNET_SOLO"))
+    if not batched:
+        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
+            (test_dir / stale).unlink(missing_ok=True)
 
     runner = get_runner("verilator")
     with open(build_dir / ".lock", "w") as lock:
@@ -237,6 +319,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
             build_args=BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else []),
             waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
 
+    seed = traffic_seed() if seed is None else seed
     extra_env, env = env, {
         "INNET_PARAMS": _encode(params),
         "INNET_RUN_DIR": str(test_dir),
@@ -247,13 +330,20 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     results = test_dir / "results.xml"
     log = test_dir / "sim.log"
     wave = test_dir / f"dump.{kind}" if kind else None
-    try:
-        runner.test(
-            test_module=test_module, hdl_toplevel="top", testcase=testcase, build_dir=build_dir,
-            test_dir=test_dir, waves=bool(kind), extra_env=env, timescale=("1ns", "1ps"),
-            results_xml=str(results), log_file=log)
-    except SystemExit:
-        pass  # cocotb exits non-zero on a failing test; the results file says what happened
+    if batched:
+        _run_batch(runner, build_dir, test_module, batch, {**env, "INNET_RUN_DIR": str(build_dir)})
+    if not (batched and _has_result(results, testcase)):
+        if batched:         # the batch ended before this test: run it on its own
+            for stale in ("summary.json", "results.xml"):
+                (test_dir / stale).unlink(missing_ok=True)
+        try:
+            runner.test(
+                test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
+                build_dir=build_dir,
+                test_dir=test_dir, waves=bool(kind), extra_env=env, timescale=("1ns", "1ps"),
+                results_xml=str(results), log_file=log)
+        except SystemExit:
+            pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
     if total == 0 or failed:
         text = log.read_text(errors="replace") if log.exists() else ""
