@@ -17,28 +17,42 @@ indices, built from the ``fwd`` events alone. Properties:
   ``forwarded``, ``full + bounded + abort`` and ``nacks`` equal the events loaded on their outputs
   (while no counter can have saturated);
 - liveness (bounded check, with the close/NACK outputs always ready and no table writes): an open
-  round of slot ``s`` closes within (``retry_max`` + 1) x (D + rounds x (words + 2)) cycles.
+  round of slot ``s`` closes within (``retry_max`` + 1) x (D + rounds x (words + 2)) cycles; checked
+  alone (the safety properties are the safety run's) at ``LIVE`` parameters in the default suite.
+
+Default suite: safety bmc depth 10, liveness at ``LIVE`` (depth 19), covers. The deep runs (safety to
+depth 14, liveness at ``PARAMS``) are a command: ``python -m formal.test_bounded_loss_tracker --deep``.
 
 The design's own invariants (``BoundedLossTracker._invariants``: count == popcount of the bitmap
 registers, 1 <= count < E, a live slot is clean, one access per bitmap bank per cycle) are checked
 along the way.
 """
-import os
+import sys
 
-import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
 
-from formal.runner import prove
+from formal.runner import FormalFailure, prove
 from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLossTracker, BoundedLossTrackerParams
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
 from models.bounded_loss_tracker import PACKET_COUNTERS
 from models.headers import dblp_packet
+from tools.cli import Parser, run
 
 #: Small enough for the solver, large enough for every mechanism: 2 slots, E <= 4 in 2-bit words
 #: (two words: the search walks), 2 phases, 1 retry, a 53-byte bus (payload in extra beats).
 PARAMS = BoundedLossTrackerParams(rounds=2, e_max=4, word_bits=2, phases=2, retry_max=1, deadline=4,
                                   deadline_bits=4, time_bits=6, data_bytes=53, handle_bits=2, counter_bits=8)
+
+
+class _Discard:
+    """Stands in for ``m.d.comb`` where a run leaves the safety properties out: drops what is added
+    (marked as used: Amaranth would warn about a property never added to a module)."""
+
+    def __iadd__(self, statements):
+        for statement in statements if isinstance(statements, list) else [statements]:
+            statement._MustUse__used = True
+        return self
 
 
 class TrackerSpec(Elaboratable):
@@ -90,20 +104,23 @@ class TrackerSpec(Elaboratable):
         new_nack = new_event(dut.nack, "nack")
         f, c, n = dut.fwd.payload, dut.close.payload, dut.nack.payload
 
+        # the safety properties (the liveness run checks only its own: they are proved by the safety run)
+        safety = _Discard() if self.liveness else m.d.comb
+
         # --- kinds of every close and NACK ---
         with m.If(dut.close.valid):
             with m.Switch(c.kind):
                 with m.Case(FULL):
-                    m.d.comb += Assert(c.count == c.cnt, "a FULL close has count == E")
+                    safety += Assert(c.count == c.cnt, "a FULL close has count == E")
                 with m.Case(BOUNDED):
-                    m.d.comb += Assert((c.need <= c.count) & (c.count < c.cnt), "a BOUNDED close has need <= count < E")
+                    safety += Assert((c.need <= c.count) & (c.count < c.cnt), "a BOUNDED close has need <= count < E")
                 with m.Case(ABORT):
-                    m.d.comb += Assert((c.retries == p.retry_max) & (c.count < c.need),
+                    safety += Assert((c.retries == p.retry_max) & (c.count < c.need),
                                        "an ABORT close follows retry_max NACKs, below its bound")
                 with m.Default():
-                    m.d.comb += Assert(0, "a close is FULL, BOUNDED or ABORT")
+                    safety += Assert(0, "a close is FULL, BOUNDED or ABORT")
         with m.If(dut.nack.valid):
-            m.d.comb += Assert((n.count < n.need) & (n.retries >= 1) & (n.retries <= p.retry_max),
+            safety += Assert((n.count < n.need) & (n.retries >= 1) & (n.retries <= p.retry_max),
                                "a NACK is below its bound, within retry_max")
 
         # --- shadow of slot s: indices forwarded in its live round ---
@@ -116,7 +133,8 @@ class TrackerSpec(Elaboratable):
         sh_live, sh_closed = Signal(), Signal()
         sh_job, sh_round = Signal(8), Signal(16)
         sh_bits = Signal(E)
-        sh_age = Signal(range(1 << 12))
+        cap = live_bound(p) + 1                  # the age saturates past the liveness bound
+        sh_age = Signal(range(cap + 1))
         bit = Signal(E)
         m.d.comb += bit.eq(Mux(f.idx < E, 1 << f.idx[:(E - 1).bit_length() or 1], 0))
         fwd_s = new_fwd & of_s(f)
@@ -125,21 +143,21 @@ class TrackerSpec(Elaboratable):
         m.d.comb += bits_now.eq(Mux(fwd_s, Mux(sh_live, sh_bits, 0) | bit, sh_bits))
         popcount = sum(bits_now[b] for b in range(E))
         with m.If(fwd_s):
-            m.d.comb += Assert(f.idx < E, "a forwarded index is below e_max")
+            safety += Assert(f.idx < E, "a forwarded index is below e_max")
             with m.If(sh_live):
-                m.d.comb += [Assert(same, "slot s forwards only its live round"),
+                safety += [Assert(same, "slot s forwards only its live round"),
                              Assert((sh_bits & bit) == 0, "each (round, idx) is forwarded at most once")]
             with m.Elif(sh_closed & same):
-                m.d.comb += Assert(0, "nothing is forwarded for a closed round")
+                safety += Assert(0, "nothing is forwarded for a closed round")
             m.d.sync += [sh_live.eq(1), sh_bits.eq(bits_now), sh_job.eq(f.job), sh_round.eq(f.round),
                          sh_closed.eq(0)]
             with m.If(~sh_live):
                 m.d.sync += sh_age.eq(1)
         with m.If(sh_live):
-            m.d.sync += sh_age.eq(Mux(sh_age == (1 << 12) - 1, sh_age, sh_age + 1))
+            m.d.sync += sh_age.eq(Mux(sh_age == cap, sh_age, sh_age + 1))
         close_s, nack_s = new_close & of_s(c), new_nack & of_s(n)
         with m.If(close_s):
-            m.d.comb += [Assert(sh_live | fwd_s, "a close of slot s ends a round that forwarded"),
+            safety += [Assert(sh_live | fwd_s, "a close of slot s ends a round that forwarded"),
                          Assert((c.job == Mux(fwd_s, f.job, sh_job)) & (c.round == Mux(fwd_s, f.round, sh_round)),
                                 "a close of slot s is for its live round"),
                          Assert(c.count == popcount, "a close's count is the popcount of the round's bitmap")]
@@ -150,7 +168,7 @@ class TrackerSpec(Elaboratable):
             for b in reversed(range(E)):
                 value = Mux(~bits_now[b], b, value)
             m.d.comb += first_missing.eq(value)
-            m.d.comb += [Assert(sh_live & (n.job == sh_job) & (n.round == sh_round), "a NACK is for a live round"),
+            safety += [Assert(sh_live & (n.job == sh_job) & (n.round == sh_round), "a NACK is for a live round"),
                          Assert(n.count == popcount, "a NACK's count is the popcount of the round's bitmap"),
                          Assert(n.missing == first_missing, "a NACK names the first missing index")]
 
@@ -163,7 +181,7 @@ class TrackerSpec(Elaboratable):
                 m.d.sync += reg.eq(reg + 1)
         safe = (accepted < cmax - 1) & (fwds < cmax - 1) & (closes < cmax - 1) & (nacks < cmax - 1)
         with m.If(safe):
-            m.d.comb += [
+            safety += [
                 Assert(sum(getattr(dut, k) for k in PACKET_COUNTERS) == accepted,
                        "conservation: every accepted packet is counted by exactly one reason"),
                 Assert(dut.forwarded == fwds + new_fwd, "conservation: forwarded == fwd events"),
@@ -175,7 +193,7 @@ class TrackerSpec(Elaboratable):
 
         # --- liveness (bounded): an open round of slot s closes in time ---
         if self.liveness:
-            bound = (p.retry_max + 1) * (p.deadline + R * (p.words + 2)) + 1
+            bound = live_bound(p)
             with m.If(sh_live):
                 m.d.comb += Assert(sh_age <= bound, "an open round closes within (retry_max+1)(D + scan time)")
 
@@ -191,23 +209,53 @@ class TrackerSpec(Elaboratable):
         return m
 
 
-#: ``INNET_DBLP_FORMAL=1``: the long runs (safety to depth 14, ~150 s; liveness past the close-time
-#: bound, not finished within 150 s yet). The default suite checks safety to depth 10 (~10 s) and the covers.
-LONG = bool(os.environ.get("INNET_DBLP_FORMAL"))
+#: Liveness at smaller parameters (one slot, E <= 2 in 1-bit words: the search still walks two words, one
+#: retry: a NACK re-arms once before ABORT, D = 2): the bound is 13 cycles, checked to depth 19.
+LIVE = PARAMS.replace(rounds=1, e_max=2, word_bits=1, deadline=2, time_bits=5, handle_bits=1)
 
 
-def test_tracker_safety():
+def live_bound(p):
+    """(retry_max + 1) x (D + the scanner's lap and search) + 1: an open round closes by then."""
+    return (p.retry_max + 1) * (p.deadline + p.rounds * (p.words + 2)) + 1
+
+
+def test_tracker_safety(depth=10, name="bounded_loss_tracker_safety"):
     """Close kinds, count == popcount, forwarded once, nothing after close, conservation (bounded)."""
-    prove(TrackerSpec(), "bounded_loss_tracker_safety", depth=14 if LONG else 10, mode="bmc")
+    prove(TrackerSpec(), name, depth=depth, mode="bmc")
 
 
-@pytest.mark.skipif(not LONG, reason="long run: INNET_DBLP_FORMAL=1")
-def test_tracker_liveness():
-    """Every open round of slot s closes in time (bounded check past the bound)."""
-    bound = (PARAMS.retry_max + 1) * (PARAMS.deadline + PARAMS.rounds * (PARAMS.words + 2)) + 1
-    prove(TrackerSpec(liveness=True), "bounded_loss_tracker_liveness", depth=bound + 6, mode="bmc")
+def test_tracker_liveness(params=LIVE, name="bounded_loss_tracker_liveness"):
+    """Every open round of slot s closes in time (bounded check, 6 cycles past the bound)."""
+    prove(TrackerSpec(params, liveness=True), name, depth=live_bound(params) + 6, mode="bmc")
 
 
 def test_tracker_cover():
     """The properties are not vacuous: lossy BOUNDED closes, ABORT, a NACK in word 1, FULL, dup, late."""
     prove(TrackerSpec(cover=True), "bounded_loss_tracker_cover", depth=24, mode="cover")
+
+
+def main(argv=None):
+    """The deep runs (not in the default suite): safety to depth 14 (~150 s) and liveness at ``PARAMS``
+    (2 slots, E <= 4, bound 25: depth 31, a long run); own work directories (``*_deep``), so a suite
+    run next to them does not wipe theirs."""
+    parser = Parser(prog="formal.test_bounded_loss_tracker", description=main.__doc__)
+    parser.add_argument("--deep", action="store_true", help="run the deep checks (required: nothing else to do)")
+    parser.add_argument("--only", choices=("safety", "liveness"), help="one of the two deep checks")
+    args = parser.parse_args(argv)
+    if not args.deep:
+        parser.error("nothing to do without --deep")
+    try:
+        if args.only in (None, "safety"):
+            test_tracker_safety(depth=14, name="bounded_loss_tracker_safety_deep")
+            print("safety: bmc depth 14 passed")
+        if args.only in (None, "liveness"):
+            test_tracker_liveness(PARAMS, name="bounded_loss_tracker_liveness_deep")
+            print(f"liveness: bmc depth {live_bound(PARAMS) + 6} passed")
+    except FormalFailure as failure:
+        print(f"formal.test_bounded_loss_tracker: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run("formal.test_bounded_loss_tracker", main))

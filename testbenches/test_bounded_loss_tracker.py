@@ -168,6 +168,45 @@ def test_shim_round_trip_every_field():
             fields["resv"], fields["job"], fields["round"], fields["idx"], fields["cnt"], fields["resv2"])
 
 
+def test_layout_round_trip():
+    """scapy build -> bytes -> ``hdl.headers.DBLP`` fields -> bytes, and the RTL's view on a beat."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import data
+    from amaranth.sim import Simulator
+
+    from hdl import headers
+    size = headers.DBLP.size // 8
+    assert (size, headers.DBLP_OFFSET, headers.DBLP_HEADER_BYTES) == (
+        wire.DBLP_BYTES, wire.DBLP_OFFSET, wire.DBLP_HEADER_BYTES) == (len(DBLP()), 42, 53)
+    assert [name for name, _ in headers.DBLP][::-1] == [f.name for f in DBLP.fields_desc]   # wire order
+    rng = random.Random(5)
+    packets = []
+    for _ in range(100):
+        fields = {f.name: rng.randrange(1 << headers.DBLP[f.name].width) for f in DBLP.fields_desc}
+        raw = bytes(dblp_packet(payload=rng.randbytes(rng.randrange(12)), rng=rng, **fields))
+        shim = Ether(raw)[DBLP]
+        assert {f.name: shim.getfieldval(f.name) for f in DBLP.fields_desc} == fields
+        view = data.Const(headers.DBLP, int.from_bytes(raw[wire.DBLP_OFFSET:wire.DBLP_HEADER_BYTES], "big"))
+        assert {name: int(view[name]) for name in fields} == fields
+        assert headers.DBLP.const(fields).as_value().value.to_bytes(size, "big") == \
+            raw[wire.DBLP_OFFSET:wire.DBLP_HEADER_BYTES]
+        packets.append((raw, fields))
+    beat = Signal(8 * 64)
+    view = headers.wire_view(headers.DBLP, beat, headers.DBLP_OFFSET)
+    probes = {name: Signal.like(view[name], name=f"dblp_{name}") for name, _ in headers.DBLP}
+    m = Module()
+    m.d.comb += [probe.eq(view[name]) for name, probe in probes.items()]
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for raw, fields in packets:
+            ctx.set(beat, int.from_bytes(raw[:64].ljust(64, b"\0"), "little"))
+            assert {name: ctx.get(probe) for name, probe in probes.items()} == fields
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def test_shim_wire_constants():
     raw = bytes(dblp_packet(last=1, retx=1, payload=b"xyz"))
     assert len(DBLP()) == wire.DBLP_BYTES
@@ -919,9 +958,16 @@ async def random_rounds(dut):
     t = TB(dut, rng, idle=0.1, bp=(0.2, 0.2, 0.3))
     await t.reset()
     p = t.params
-    t.configure(*[row(ph, rng.randrange(0, 128), rng.randrange(30, 200)) for ph in range(p.phases)])
+    rows = [row(ph, rng.randrange(0, 128), rng.randrange(30, 200)) for ph in range(p.phases)]
+    rows[0] = row(0, rng.randrange(128, 256), min(1000, (1 << p.deadline_bits) - 1))
+    t.configure(*rows)
+    await t.run(p.phases + 2)
     sent = {}
     t.on_nack = retransmit(t, sent, loss=lambda: rng.random() < 0.1)
+    # by construction (job 3, phase 0: tau >= 1/2, a long deadline): a round of one packet closes
+    # FULL; a round of e_max missing idx 1 closes BOUNDED at LAST; a duplicate and a malformed shim
+    sent[3, 0], sent[3, 1] = chunk(3, 0, 1), chunk(3, 1, p.e_max)
+    t.send(*sent[3, 0], sent[3, 1][0], sent[3, 1][0], bytes(dblp_packet(cnt=0)), *sent[3, 1][2:])
     closed = []
     for r in range(60):
         job = rng.randrange(3)
@@ -940,18 +986,20 @@ async def random_rounds(dut):
         t.send(*burst)
         closed += pkts[:1]
         if rng.random() < 0.05:
-            t.configure(row(rng.randrange(16), rng.randrange(300), rng.randrange(0, 300)))
+            t.configure(row(rng.randrange(1, 16), rng.randrange(300), rng.randrange(0, 300)))  # phase 0 stays
         while len(t.source.queue) > 40:
             await RisingEdge(dut.clk)
     await t.settle()
     # a duplicate by construction (the random ones may all meet closed rounds: seed 1668947430):
     # the first packet of a fresh round twice while the round is open
-    sent[3, 0] = pkts = chunk(3, 0, 2)
+    sent[3, 2] = pkts = chunk(3, 2, 2)
     t.send(pkts[0], pkts[0], pkts[1])
     await t.settle()
     c = t.finish("random_rounds")
     assert c["forwarded"] > 0 and c["full"] > 0 and c["bounded"] + c["abort"] > 0 and c["dup"] > 0
     assert c["malformed"] + c["slot_busy"] + c["late"] > 0
+    built = {(e["job"], e["round"]): e["kind"] for _, e in t.closes if e["job"] == 3}
+    assert built == {(3, 0): "FULL", (3, 1): "BOUNDED", (3, 2): "FULL"}, f"the constructed rounds closed {built}"
 
 
 @cocotb.test()
@@ -970,8 +1018,8 @@ async def burst_loss(dut):
         if r >= p.rounds:
             await t.slot_free((1, r - p.rounds))
         cnt = rng.randrange(8, p.e_max + 1)
-        sent[1, r] = chunk(1, r, cnt, r % p.phases)
-        t.send(*[raw for k, raw in enumerate(sent[1, r]) if k == 0 or not ge.lost()])
+        sent[1, r] = chunk(1, r, cnt, r % p.phases)        # round 0 (tau 0) loses idx 1: a NACK by construction
+        t.send(*[raw for k, raw in enumerate(sent[1, r]) if k == 0 or not ((r, k) == (0, 1) or ge.lost())])
         while len(t.source.queue) > 30:
             await RisingEdge(dut.clk)
     await t.settle()
@@ -995,8 +1043,9 @@ async def reliable_tau_zero(dut):
     for r in range(3 * p.rounds):
         if r >= p.rounds:
             await t.slot_free((0, r - p.rounds))
-        sent[0, r] = chunk(0, r, rng.randrange(1, p.e_max + 1), r % p.phases, retx=False)
-        t.send(*[raw for k, raw in enumerate(sent[0, r]) if k == 0 or rng.random() > 0.15])
+        sent[0, r] = chunk(0, r, rng.randrange(2 if r == 0 else 1, p.e_max + 1), r % p.phases, retx=False)
+        # round 0 always loses idx 1: a NACK by construction
+        t.send(*[raw for k, raw in enumerate(sent[0, r]) if k == 0 or (r, k) != (0, 1) and rng.random() > 0.15])
         while len(t.source.queue) > 30:
             await RisingEdge(dut.clk)
     await t.settle()
@@ -1140,9 +1189,13 @@ async def reset_mid_traffic(dut):
     for r in range(2 * p.rounds):
         t.send(*[raw for raw in chunk(0, r, rng.randrange(1, p.e_max + 1)) if rng.random() > 0.1])
     await t.run(rng.randrange(40, 200))
-    for _ in range(2000):               # then on until a round is live with packets still queued
-        if t.source.queue and any(s.live for s in t.model.slots):
+    fresh = 2 * p.rounds                # then on until a round is live with packets still queued: by
+    for _ in range(2000):               # construction, a new round of e_max packets whenever the queue
+        if t.source.queue and any(s.live for s in t.model.slots):       # ran dry (seed 104 drained it)
             break
+        if not t.source.queue:
+            t.send(*chunk(0, fresh, p.e_max))
+            fresh += 1
         await t.run(1)
     assert t.source.queue and any(s.live for s in t.model.slots), "reset lands mid-traffic"
     await t.reset()
