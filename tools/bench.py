@@ -224,10 +224,11 @@ def main(argv=None):
         writer = csv.DictWriter(out, fieldnames=rows[0])
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{'block':<18}{'engine':<16}{'packets':>9}{'cycles':>9}{'packets/s':>12}"
+    width = max(18, *(len(r["block"]) + 2 for r in rows))
+    print(f"{'block':<{width}}{'engine':<16}{'packets':>9}{'cycles':>9}{'packets/s':>12}"
           f"{'cycles/s':>12}{'slower than C++':>17}")
     for r in rows:
-        print(f"{r['block']:<18}{r['engine']:<16}{r['packets']:>9}{r['cycles']:>9}"
+        print(f"{r['block']:<{width}}{r['engine']:<16}{r['packets']:>9}{r['cycles']:>9}"
               f"{r['packets_per_s']:>12}{r['cycles_per_s']:>12}{r['ratio_to_cpp']:>16}x")
     print(f"written {OUT / 'bench.csv'}")
 
