@@ -24,6 +24,7 @@ replays another). A longer sweep: ``python -m scenarios.test_spillway --latencie
 """
 import argparse
 import collections
+import functools
 import json
 import random
 
@@ -69,17 +70,17 @@ class Sender:
         self.progress = 0
         self.sent = self.resent = self.dropped = self.discarded = 0
         self.done = None
-        self.frames = {}
 
     def packet(self, psn):
-        """The RoCEv2 frame of ``psn`` of this flow (built once)."""
-        if psn not in self.frames:
-            self.frames[psn] = bytes(roce_packet(src=f"10.{1 + (self.name == 'cross')}.0.{self.index + 1}",
-                                                 dst="10.0.0.100", sport=49152 + self.index, qp=0x10 + self.index,
-                                                 psn=psn))
-        return self.frames[psn]
+        """The RoCEv2 frame of ``psn`` of this flow."""
+        return _frame(self.index, self.name == "cross", psn)
 
 
+@functools.cache
+def _frame(index, cross, psn):
+    # Built once per process (scapy is the slowest part of the model loops).
+    return bytes(roce_packet(src=f"10.{1 + cross}.0.{index + 1}", dst="10.0.0.100", sport=49152 + index,
+                             qp=0x10 + index, psn=psn))
 
 
 def _packet_bytes(beat, width):
