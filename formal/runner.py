@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amaranth.asserts import AnySeq
 from amaranth.back import rtlil
 
-__all__ = ["FormalFailure", "Result", "ToolMissing", "prove", "results", "tools"]
+__all__ = ["FormalFailure", "Result", "ToolMissing", "any_streams", "prove", "results", "tools"]
 
 BUILD = Path(__file__).resolve().parents[1] / "build" / "formal"
 ROOT = BUILD.parents[1]
@@ -62,6 +63,13 @@ prep -flatten -top top
 top.il
 """
 
+
+
+def any_streams(m, *ports):
+    """Drive each stream ``port`` (its ``valid`` and whole ``payload``) with free values every cycle."""
+    for port in ports:
+        payload = port.payload.as_value()
+        m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
 
 class FormalFailure(AssertionError):
     """A property failed (or a cover was unreachable); the message names the property and trace VCD."""

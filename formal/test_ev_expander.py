@@ -12,10 +12,9 @@ compute it the design's way:
 (The full expansion is checked against the model and the pdep oracle in simulation; a popcount
 property over the 128 masked bits was too slow for the solver.)
 """
-from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
-from formal.runner import prove
+from formal.runner import any_streams, prove
 from hdl.ev_expander import EvExpander, EvExpanderParams
 from models.ev_expander import field_widths
 
@@ -28,9 +27,7 @@ class ExpanderSpec(Elaboratable):
         p = PARAMS
         m.submodules.dut = dut = EvExpander(p)
         m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
-        for port in (dut.i, dut.cfg):
-            payload = port.payload.as_value()
-            m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
+        any_streams(m, dut.i, dut.cfg)
         widths = field_widths(p.usids)
         init = [Signal(w, name=f"shadow_init{f}") for f, w in enumerate(widths)]
         mask = [Signal(w, name=f"shadow_mask{f}") for f, w in enumerate(widths)]

@@ -31,6 +31,8 @@ from models.headers import roce_packet
 from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT
 
 PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3, epoch_bits=0, age_bits=2)
+#: A ring of 3 (one job): two positions can turn stale on one packet, so ``aged`` must add the count.
+RING3 = PARAMS.replace(jobs=1, ring=3)
 
 
 def free_stream(m, port, ready):
@@ -96,8 +98,12 @@ class ProgressSpec(Elaboratable):
 class ShadowSpec(Elaboratable):
     """ProgressRegfile with free inputs against the spec's own shadow of the tables and rows."""
 
+    def __init__(self, params=PARAMS):
+        self.params = params
+
     def elaborate(self, platform):
         m = Module()
+        PARAMS = self.params
         m.submodules.dut = dut = ProgressRegfile(PARAMS)
         m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(AnySeq(1))]
         free_stream(m, dut.i, dut.i.ready)
@@ -231,6 +237,8 @@ class ShadowSpec(Elaboratable):
 
 
 SHADOW_DEPTH = 6
+#: Enough for OP_JOB, OP_INSTALL and, two epochs later, a packet that ages both other positions.
+RING3_DEPTH = 5
 
 
 def test_properties():
@@ -241,6 +249,11 @@ def test_properties():
 def test_shadow():
     """The RTL's step, minimum and marking equal the independent shadow's (bounded from reset)."""
     prove(ShadowSpec(), "progress_regfile_shadow", depth=SHADOW_DEPTH, mode="bmc")
+
+
+def test_shadow_ring3():
+    """The same shadow with a ring of 3: ``aged`` counts every position that turned stale on a packet."""
+    prove(ShadowSpec(RING3), "progress_regfile_shadow_ring3", depth=RING3_DEPTH, mode="bmc")
 
 
 def test_covers():

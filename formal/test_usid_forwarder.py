@@ -11,10 +11,9 @@ which the spec keeps (its own copy, read with its own byte slicing). For every r
 - a trimmed packet is exactly ``trim_len`` bytes when it was longer, never longer otherwise, and
   its outer IPv6 payload length says so.
 """
-from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
-from formal.runner import prove
+from formal.runner import any_streams, prove
 from hdl.usid_forwarder import HDR_BYTES, VERDICTS, UsidForwarder, UsidForwarderParams
 from models import wire
 
@@ -33,9 +32,7 @@ class ForwarderSpec(Elaboratable):
         p = PARAMS
         m.submodules.dut = dut = UsidForwarder(p)
         m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
-        for port in (dut.i, dut.cfg):
-            payload = port.payload.as_value()
-            m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
+        any_streams(m, dut.i, dut.cfg)
         # the spec's copy of the descriptor the next result answers
         fresh, hdr, length = Signal(), Signal(8 * HDR_BYTES), Signal(16)
         m.d.sync += fresh.eq(dut.i.valid & dut.i.ready)

@@ -65,11 +65,13 @@ class ChunkBitmap(wiring.Component):
       beat of ``data_bytes`` >= ``SDR_MIN_LENGTH`` bytes). Later beats are consumed without effect;
       ``i.ready`` is low in a cycle whose command is taken and while the clear engine runs, for every
       beat. Framing by count: a packet starts with the beat after a ``last`` beat.
-    - Division by the runtime chunk size without a divider: ``post`` looks up ceil(2**k/chunk) and
-      ceil(2**k/span) (span = chunks per word * chunk, ``reciprocal``) in a constant table and keeps
-      them in the slot; per packet chunk = (offset * rc) >> k and word = (offset * rs) >> k, the bit
-      in the word is offset - word * span (the layout of the model: ``position``). ``post`` finds the
-      message's chunks and words the same way from n_pkts - 1.
+    - Division by the runtime chunk size without a divider: ceil(2**k/chunk) and ceil(2**k/span)
+      (span = chunks per word * chunk, ``reciprocal``) come from constant tables indexed by the chunk
+      size (one copy, shared: a packet indexes them with its slot's chunk, a command with its own);
+      per packet chunk = (offset * rc) >> k and word = (offset * rs) >> k, the bit in the word is
+      offset - word * span (the layout of the model: ``position``). ``post`` finds the message's
+      chunks and words the same way from n_pkts - 1, on the same two multipliers (a cycle with a
+      valid command takes no packet). The slot keeps only the chunk size, not its reciprocals.
     - Pipeline: stage 0 (acceptance cycle) parses, reads the slot table (registers), multiplies and
       issues the reads of one packet word and one chunk word (synchronous SRAM read ports);
       stage 1 tests and sets the packet bit, sets the chunk bit when the chunk's bits are all set,
@@ -100,7 +102,6 @@ class ChunkBitmap(wiring.Component):
             **{name: Out(p.counter_bits) for name in COUNTERS},
         })
         N, S = p.offset_bits, p.msg_slots
-        k1 = reciprocal_shift(p) + 1
         self.k = reciprocal_shift(p)
         # slot table (registers; exposed for the formal spec's invariants)
         self.s_valid = [Signal(name=f"valid{s}") for s in range(S)]
@@ -110,9 +111,6 @@ class ChunkBitmap(wiring.Component):
         self.s_chunk = [Signal(7, name=f"chunk{s}") for s in range(S)]
         self.s_chunks = [Signal(N + 1, name=f"n_chunks{s}") for s in range(S)]
         self.s_done = [Signal(N + 1, name=f"done{s}") for s in range(S)]
-        self.s_rc = [Signal(k1, name=f"rc{s}") for s in range(S)]
-        self.s_rs = [Signal(k1, name=f"rs{s}") for s in range(S)]
-        self.s_span = [Signal(range(p.word_bits + 1), name=f"span{s}") for s in range(S)]
         self.busy = Signal()
 
     def elaborate(self, platform):
@@ -134,14 +132,15 @@ class ChunkBitmap(wiring.Component):
         m.d.comb += [pkt_h.addr.eq(self.rd_addr), chunk_h.addr.eq(self.rd_addr),
                      self.rd_pkt.eq(pkt_h.data), self.rd_chunk.eq(chunk_h.data)]
 
-        # --- constant tables indexed by a chunk size (0 and sizes above max_chunk: zero) ---
+        # --- constant tables indexed by a chunk size 0..max_chunk, read once per command (one copy each);
+        # a larger size reads some entry, but such a post is rejected whatever the entry holds ---
         def span_of(c):
             return (W // c) * c
 
-        rc_rom = Array(Const(reciprocal(p, c) if 1 <= c <= p.max_chunk else 0, k + 1) for c in range(128))
-        rs_rom = Array(Const(reciprocal(p, span_of(c)) if 1 <= c <= p.max_chunk else 0, k + 1)
-                       for c in range(128))
-        span_rom = Array(Const(span_of(c) if 1 <= c <= p.max_chunk else 0, range(W + 1)) for c in range(128))
+        sizes = range(p.max_chunk + 1)
+        rc_rom = Array(Const(reciprocal(p, c) if c else 0, k + 1) for c in sizes)
+        rs_rom = Array(Const(reciprocal(p, span_of(c)) if c else 0, k + 1) for c in sizes)
+        span_rom = Array(Const(span_of(c) if c else 0, range(W + 1)) for c in sizes)
 
         # --- commands and the clear engine ---
         cmd = self.cmd.payload
@@ -154,11 +153,16 @@ class ChunkBitmap(wiring.Component):
                      self.i.ready.eq(~self.busy & ~self.cmd.valid)]
         c_index = Signal(range(S))
         m.d.comb += c_index.eq(cmd.msg[:exact_log2(S)] if S > 1 else 0)
-        c_rc, c_rs = Signal(k + 1), Signal(k + 1)
+        c_rc, c_rs, c_span = Signal(k + 1), Signal(k + 1), Signal(range(W + 1))
         c_last = Signal(N + 1)                                      # n_pkts - 1
         c_chunks, c_words = Signal(N + 1), Signal(N + 2)
-        m.d.comb += [c_rc.eq(rc_rom[cmd.chunk]), c_rs.eq(rs_rom[cmd.chunk]), c_last.eq(cmd.n_pkts - 1),
-                     c_chunks.eq(((c_last * c_rc) >> k) + 1), c_words.eq(((c_last * c_rs) >> k) + 1)]
+        # The tables and two multipliers are shared by the command (its chunk, n_pkts - 1) and the packet
+        # (its slot's chunk, offset): a cycle whose command is valid takes no packet (i.ready is low), so
+        # the packet's lookups and products are unused then.
+        size = Signal(7)
+        mul_a, mul_c, mul_s = Signal(N + 1), Signal(N + 1 + k + 1), Signal(N + 1 + k + 1)
+        m.d.comb += [c_last.eq(cmd.n_pkts - 1),
+                     c_chunks.eq((mul_c >> k) + 1), c_words.eq((mul_s >> k) + 1)]
         post_ok = Signal()
         m.d.comb += post_ok.eq((cmd.op == OP_POST) & (cmd.gen < p.generations) & (cmd.n_pkts >= 1)
                                & (cmd.n_pkts <= (1 << N)) & (cmd.chunk >= 1) & (cmd.chunk <= p.max_chunk)
@@ -192,7 +196,7 @@ class ChunkBitmap(wiring.Component):
 
         def read(array):
             return Array(array)[index]
-        r_chunk, r_n, r_span = read(self.s_chunk), read(self.s_n), read(self.s_span)
+        r_chunk, r_n = read(self.s_chunk), read(self.s_n)
         outcome0 = Signal(range(len(OUTCOMES)))
         code = {name: OUTCOMES.index(name) for name in OUTCOMES}
         with m.If(malformed):
@@ -206,11 +210,14 @@ class ChunkBitmap(wiring.Component):
         with m.Else():
             m.d.comb += outcome0.eq(code["placed"])           # or dup: decided in stage 1
         c0, word0 = Signal(N), Signal(N)
-        m.d.comb += [c0.eq((offset * read(self.s_rc)) >> k), word0.eq((offset * read(self.s_rs)) >> k)]
+        m.d.comb += [size.eq(Mux(self.cmd.valid, cmd.chunk, r_chunk)),
+                     c_rc.eq(rc_rom[size]), c_rs.eq(rs_rom[size]), c_span.eq(span_rom[size]),
+                     mul_a.eq(Mux(self.cmd.valid, c_last, offset)), mul_c.eq(mul_a * c_rc), mul_s.eq(mul_a * c_rs),
+                     c0.eq(mul_c >> k), word0.eq(mul_s >> k)]
         bit0, first0 = Signal(range(W)), Signal(range(W))
         cbase = Signal(N + 7)
         size0 = Signal(7)
-        m.d.comb += [bit0.eq(offset - word0 * r_span), cbase.eq(c0 * r_chunk),
+        m.d.comb += [bit0.eq(offset - word0 * c_span), cbase.eq(c0 * r_chunk),
                      first0.eq(bit0 - (offset - cbase)),
                      size0.eq(Mux(r_n - cbase < r_chunk, r_n - cbase, r_chunk))]
         base = Signal(range(self.depth + 1))
@@ -275,8 +282,7 @@ class ChunkBitmap(wiring.Component):
             with m.If(ev["posts"] & (c_index == s)):
                 m.d.sync += [self.s_valid[s].eq(1), self.s_tag[s].eq(cmd.msg), self.s_gen[s].eq(cmd.gen),
                              self.s_n[s].eq(cmd.n_pkts), self.s_chunk[s].eq(cmd.chunk),
-                             self.s_chunks[s].eq(c_chunks), self.s_done[s].eq(0), self.s_rc[s].eq(c_rc),
-                             self.s_rs[s].eq(c_rs), self.s_span[s].eq(span_rom[cmd.chunk])]
+                             self.s_chunks[s].eq(c_chunks), self.s_done[s].eq(0)]
             with m.If(ev["completes"] & (c_index == s)):
                 m.d.sync += self.s_valid[s].eq(0)
         with m.If(ev["posts"]):

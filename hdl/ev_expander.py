@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.packet import output_register
 from models.ev_expander import COUNTERS, EvExpanderParams, field_widths
 from models.params import check
 
@@ -46,11 +47,8 @@ class EvExpander(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, bits = self.params, self.params.ev_bits
-        transfer = Signal()
-        m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready), transfer.eq(self.i.valid & self.i.ready),
-                     self.cfg.ready.eq(1)]
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+        transfer = output_register(m, self.i, self.o)
+        m.d.comb += self.cfg.ready.eq(1)
         c = self.cfg.payload
         for f, w in enumerate(self.widths):
             with m.If(self.cfg.valid & (c.field == f)):

@@ -4,6 +4,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.headers import BTH, ETHERNET, IPV6, UDP, wire_view
+from hdl.packet import output_register
 from models import wire
 from models.params import check
 from models.usid_forwarder import COUNTERS, LFSR_TAPS, VERDICTS, UsidForwarderParams
@@ -80,11 +81,8 @@ class UsidForwarder(wiring.Component):
         m = Module()
         p = self.params
         d, res = self.i.payload, self.o.payload
-        transfer = Signal()
-        m.d.comb += [self.i.ready.eq(~self.o.valid | self.o.ready), transfer.eq(self.i.valid & self.i.ready),
-                     self.cfg.ready.eq(1)]
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+        transfer = output_register(m, self.i, self.o)
+        m.d.comb += self.cfg.ready.eq(1)
 
         # --- table writes ---
         c = self.cfg.payload

@@ -1,9 +1,11 @@
 """pytest-side runner: Amaranth Component -> Verilog -> Verilator build -> one cocotb test per simulation.
 
 Each parameter set is built once in its own directory (``build/<block>/<tag>/``, guarded by a file
-lock so pytest-xdist workers never collide); each cocotb test then runs in its own simulation and
-directory (``.../<testcase>/``) holding its waveform (``WAVES=1``: ``dump.vcd``; ``WAVES=1
-INNET_WAVES=fst``: ``dump.fst``), its pcaps, ``results.xml`` and ``summary.json``.
+lock so pytest-xdist workers never collide; the Verilog is emitted again only when the sources in
+``hdl/`` and ``models/``, the component's module or the parameters change: ``design.sha256``).
+Each cocotb test then runs in its own simulation and directory (``.../<testcase>/``) holding its
+waveform (``WAVES=1``: ``dump.vcd``; ``WAVES=1 INNET_WAVES=fst``: ``dump.fst``), its pcaps,
+``results.xml`` and ``summary.json``.
 
 Seeds: one traffic seed per pytest run, passed to every simulation as ``COCOTB_RANDOM_SEED`` (so
 cocotb records it in ``results.xml``; ``tb.seed()`` returns it). ``INNET_SEED=N`` replays a run;
@@ -80,6 +82,18 @@ def emit_verilog(component, path, name="top", src=False):
     text = verilog.convert(component, name=name, emit_src=src)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
+
+
+def _design_stamp(component_cls, params, src):
+    """What the emitted Verilog depends on: the RTL and model sources, the component's own module
+    (a testbench wrapper lives outside ``hdl/``), its name, the parameters and ``src``."""
+    import inspect
+    digest = hashlib.sha256(f"{component_cls.__module__}.{component_cls.__qualname__}|{_encode(params)}|{src}".encode())
+    files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").rglob("*.py"))
+    files.append(Path(inspect.getsourcefile(component_cls)).resolve())
+    for f in files:
+        digest.update(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}\0".encode() + f.read_bytes())
+    return digest.hexdigest()
 
 
 def _tag(params):
@@ -210,10 +224,14 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     runner = get_runner("verilator")
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        source = build_dir / "top.v"
-        emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source,
-                     src=cover)
-        (build_dir / "params.json").write_text(_encode(params))
+        source, stamp_file = build_dir / "top.v", build_dir / "design.sha256"
+        stamp = _design_stamp(component_cls, params, cover)
+        if not source.exists() or not stamp_file.exists() or stamp_file.read_text() != stamp:
+            stamp_file.unlink(missing_ok=True)
+            emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source,
+                         src=cover)
+            (build_dir / "params.json").write_text(_encode(params))
+            stamp_file.write_text(stamp)
         runner.build(
             sources=[source], hdl_toplevel="top", build_dir=build_dir,
             build_args=BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else []),

@@ -402,6 +402,7 @@ class BlockTB:
         self.block = registry.block(self.name).build(self.params)
         self.counter_names = tuple(getattr(importlib.import_module(f"models.{self.name}"), "COUNTERS", ()))
         self.resetting = False
+        self.muted = False          # outputs are discarded while a reset lands mid-traffic
         self.source = self.sink = None
         start_clock(dut, self.period_ns)
 
@@ -414,6 +415,20 @@ class BlockTB:
         self.resetting = True
         await reset(self.dut, cycles)
         self.resetting = False
+
+    async def reset_mid_traffic(self, landing, restart, cycles=2):
+        """Reset once the source has sent ``landing`` beats with more still queued: outputs seen
+        meanwhile are discarded (``muted``), the sink is cleared, ``restart()`` gives the checker a
+        fresh model; afterwards every counter reads 0."""
+        while self.source.sent < landing:
+            await RisingEdge(self.dut.clk)
+        assert self.source.queue, "the reset lands mid-traffic"
+        self.muted = True
+        await self.reset(cycles)
+        self.sink.clear()
+        restart()
+        self.muted = False
+        assert not any(self.counters().values()), f"counters cleared by reset: {self.counters()}"
 
     def counters(self):
         """The DUT's counter ports, by name."""

@@ -173,7 +173,6 @@ class TB(tb.BlockTB):
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
         self.cycle = 0
-        self.muted = False  # while the DUT is being reset, outputs are discarded unanswered
         self.answer = True  # the PS answers complete rounds with an ACK
         self.cover = coverage(self.policy)
         self.fresh()
@@ -830,15 +829,7 @@ async def reset_mid_traffic(dut):
     for rnd, w in trace:
         t.send(rnd.packet(w))
     landing = rng.randrange(len(trace) // 4, 3 * len(trace) // 4)     # beats taken before the reset
-    while t.source.sent < landing:
-        await RisingEdge(dut.clk)
-    assert t.source.queue, "reset lands mid-traffic"
-    t.muted = True
-    await t.reset(2)
-    t.sink.clear()
-    t.fresh()
-    t.muted = False
-    assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
+    await t.reset_mid_traffic(landing, t.fresh)
     await traffic(t, rng, make_rounds(rng, nprng, t.params, jobs=3, rounds=6, first_job=4))
     t.finish("after_reset")
 

@@ -656,6 +656,7 @@ class TB(tb.BlockTB):
         self.seen = collections.Counter()
         self.takes = []                         # cycles in which a packet was accepted
         self.out = []                           # Frames of the accepted packets' results (pcap: inputs)
+        self.outputs = []                       # every result seen on o (unpacked), in order
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -688,6 +689,7 @@ class TB(tb.BlockTB):
                 _, want = self.due.popleft()
                 assert dut.o__valid.value, f"{where}: o.valid low, model expects {want}"
                 got = tb.unpack(res_layout, dut.o__payload.value.to_unsigned())
+                self.outputs.append(got)
                 assert OUTCOMES[got["outcome"]] == want.outcome, f"{where}: o {got}, model {want}"
                 if want.outcome != "malformed":
                     fields = (got["msg"], got["offset"], got["gen"], got["channel"])

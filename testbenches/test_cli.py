@@ -142,6 +142,28 @@ def test_report_unknown_block():
 
 
 @pytest.mark.parametrize("args, says", [
+    (["--burst-p", "2"], "Setting.burst_p, burst_load must be in 0..1"),
+    (["--age-out", "20"], "Setting.age_out must be in 0..14, got 20"),
+    (["--steps", "0"], "Setting.steps must be >= 1, got 0"),
+    (["--seeds", "0"], "--seeds: must be in 1..1000"),
+    (["--delta", "one"], "--delta: invalid int value"),
+])
+def test_sym_measure_bad_input(args, says):
+    assert says in fails("sym_measure", *args)
+
+
+def test_sym_measure(tmp_path):
+    out = tmp_path / "sym.csv"
+    result = cli("tools.sym_measure", "--seeds", "1", "--steps", "3", "--sweep", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().splitlines()[0] == "burst_p,delta,job,none,symphony,gain"
+    assert len(out.read_text().splitlines()) == 1 + 4 * 3 * 2
+    result = cli("tools.sym_measure", "--seeds", "1", "--steps", "3")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[:2] for line in result.stdout.splitlines()] == [["job", "A:"], ["job", "B:"]]
+
+
+@pytest.mark.parametrize("args, says", [
     (["--slots", "0"], "AggregatorParams.slots = 0: must be in 1..65536"),
     (["--workers", "1"], "AggregatorParams.workers = 1"),
     (["--values", "1000"], "AggregatorParams"),

@@ -194,7 +194,6 @@ class TB(tb.BlockTB):
         self.cfg = tb.StreamSource(dut, "cfg", config_layout(p))
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
-        self.muted = False
         self.restart()
         cocotb.start_soon(self._consume())
 
@@ -354,14 +353,7 @@ async def reset_mid_traffic(dut):
     await t.configure(random_fields(rng, t.params))
     for _ in range(200):
         t.send(random_ev(rng, t.model))
-    while t.source.sent < 60:
-        await RisingEdge(dut.clk)
-    t.muted = True
-    await t.reset(2)
-    t.sink.clear()
-    t.restart()
-    t.muted = False
-    assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS)
+    await t.reset_mid_traffic(60, t.restart)
     for ev in (0, 1, 1 << (t.params.ev_bits - 1)):
         t.send(ev)
     await t.configure(random_fields(rng, t.params))

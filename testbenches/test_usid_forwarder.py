@@ -429,7 +429,6 @@ class TB(tb.BlockTB):
         self.cfg = tb.StreamSource(dut, "cfg", route_layout(p))
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
-        self.muted = False
         self.inputs, self.outputs = [], []
         self.fresh()
         cocotb.start_soon(self._consume())
@@ -710,15 +709,7 @@ async def reset_mid_traffic(dut):
     for _ in range(300):
         t.send(random_packet(rng, usids, t.params))
     landing = rng.randrange(50, 250)
-    while t.source.sent < landing:
-        await RisingEdge(dut.clk)
-    assert t.source.queue, "the reset lands mid-traffic"
-    t.muted = True
-    await t.reset(2)
-    t.sink.clear()
-    t.fresh()
-    t.muted = False
-    assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
+    await t.reset_mid_traffic(landing, t.fresh)
     t.send(pkt_for(t.params, [t.params.my_usid, usids[0]]))
     await t.drain()
     assert t.tally["no_route"] == 1, "the table is cleared by reset"
