@@ -471,12 +471,13 @@ def test_model_entry_point():
 def test_bench_stimulus():
     """``make bench``'s ``spill`` stimulus: alternating DATA and DRAIN frames for the node, one beat each;
     the node model returns every DATA frame, nothing dropped."""
-    from registry import block
+    from types import SimpleNamespace
+
     from tools.bench import bench_params
     from tools.traffic import spill_frames
     p = bench_params("spill_node")
     node = SpillNodeModel(p)
-    beats = spill_frames(block("spill_node").build(p), 200, random.Random(1))
+    beats = spill_frames(SimpleNamespace(ports=p.ports, data_bytes=p.data_bytes), 200, random.Random(1))
     returned = 0
     for beat in beats + [None] * 4:
         assert beat is None or beat["last"]
