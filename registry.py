@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Block", "BLOCKS", "ROOT", "block", "names"]
+__all__ = ["Block", "BLOCKS", "ROOT", "block", "names", "variant"]
 
 ROOT = Path(__file__).resolve().parent
 
@@ -63,9 +63,10 @@ BLOCKS = {b.name: b for b in [
           "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
           bench={"data_bytes": 64}),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
-          "Spillway spill buffer manager", spec="§1"),
+          "Spillway spill buffer manager", spec="§1", variants={"disaggregated": {"mode": "disaggregated"}}),
     Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
-          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1"),
+          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1",
+          stimulus="spill", bench={"data_bytes": 128}),
     Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
           "Symphony progress register file", spec="§2"),
     Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
@@ -99,3 +100,16 @@ def block(name):
         return BLOCKS[name]
     except KeyError:
         raise KeyError(f"unknown block {name!r}; known: {', '.join(BLOCKS)}") from None
+
+
+def variant(label):
+    """``(block, params overrides, file stem)`` of ``"name"`` (defaults) or ``"name[variant]"`` (a registry
+    variant); ``KeyError`` naming the known blocks or variants otherwise."""
+    name, _, rest = label.partition("[")
+    b = block(name)
+    if not rest:
+        return b, {}, name
+    key = rest.removesuffix("]")
+    if not rest.endswith("]") or key not in b.variants:
+        raise KeyError(f"unknown variant {label!r}; known: {', '.join(b.variants) or 'none'}")
+    return b, b.variants[key], f"{name}.{key}"

@@ -19,13 +19,17 @@ Where a slot's content matters (the tracked packets, the flow table) the spec re
 memories through extra combinational read ports. All assertions together are k-inductive, so
 ``prove`` gives an unbounded proof; covers show the interesting cases are reachable.
 """
+import os
+
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data
 
 from formal.runner import prove
-from hdl.spill_buffer import CreditCore, SpillBufferParams, SpillCore
+from hdl.spill_buffer import CreditCore, SpillBuffer, SpillBufferParams, SpillCore
+from models import wire
+from models.headers import IP, UDP, Ether
 
 PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
               depth_bits=2, handle_bits=3, counter_bits=4)
@@ -336,3 +340,119 @@ class CreditSpec(Elaboratable):
 @pytest.mark.parametrize("order", ["flow", "port"])
 def test_credit_core_prove(order):
     prove(CreditSpec(order), f"spill_credit_{order}", depth=4, mode="prove")
+
+
+# --- Disaggregated mode, byte level: the whole switch side (SpillBuffer, mode="disaggregated") --------
+
+SWITCH_PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
+                                  depth_bits=2, handle_bits=3, counter_bits=4, data_bytes=42, mtu=42, buffer=3,
+                                  return_slots=1, mode="disaggregated")
+
+
+class SwitchSpec(Elaboratable):
+    """``SpillBuffer(mode="disaggregated")`` with every input free (packets and bytes on ``i`` and on the
+    return link ``spill_i``, queue depths, ``o.ready``, ``spill_o.ready``). The spec watches only the
+    ports: it parses each frame's spill header on ``spill_o`` at the frame's first beat (its own frame
+    boundaries) and counts, per origin port, DATA frames started and sent whole, DRAIN frames, and
+    packets re-injected on ``o`` (``spilled=1``, last beat). Properties (bounded, ``depth`` cycles):
+
+    - every frame on ``spill_o`` carries EtherType 0x88B5 and op DATA or DRAIN; a DRAIN frame is one
+      beat with ``count = 1``; DATA seqs of a port are 0, 1, 2, ... (the spec's count);
+    - a DRAIN frame for port p only after a DATA frame of p left whole for each request (drains(p) <=
+      DATA frames of p sent whole: it never overtakes the packet it asks for on the FIFO link);
+    - drain only when ``qdepth[p] <= low``, at most ``drain_rate`` per aligned window (spec's window);
+    - re-injected(p) <= drains(p) (only asked-for packets come back in) and credits: ``credits[p] +
+      DATA(p) - re-injected(p) <= capacity`` (never more packets at the node than it holds);
+    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``.
+    """
+
+    def __init__(self, params=SWITCH_PARAMS):
+        self.dut = SpillBuffer(params)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        p = dut.params
+        P, C = p.ports, p.capacity
+        # Free beats, but their bytes are one of a few frames (the proof's cost is in the bus width): on
+        # i two UDP packets of different flows or a non-IP frame, on spill_i a frame with a free spill
+        # header (EtherType, op, port, flow, seq) and zeros after it.
+        for port in (dut.i, dut.spill_i):
+            m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.eq(AnySeq(port.payload.shape().size))]
+        frames = [int.from_bytes(bytes(Ether() / IP(src="10.0.0.1") / UDP(sport=sport))[:p.data_bytes].ljust(
+            p.data_bytes, b"\0"), "little") for sport in (1, 2)]
+        frames.append(frames[0] ^ 0xFF << 8 * wire.ETHERTYPE_AT)
+        pick = AnySeq(2)
+        m.d.comb += Assume(pick < 3)
+        m.d.comb += dut.i.payload.data.eq(Array(Const(f, 8 * p.data_bytes) for f in frames)[pick])
+        header = AnySeq(8 * (wire.SPILL_SEQ_AT + 2 - wire.ETHERTYPE_AT))
+        m.d.comb += dut.spill_i.payload.data.eq(Cat(Const(0, 8 * wire.ETHERTYPE_AT), header))
+        # keep: a full beat or its first 1, 21 or 22 bytes; ports 0, 1 or a bad one (2).
+        keeps = Array(Const((1 << k) - 1, p.data_bytes) for k in (p.data_bytes, 1, 21, 22))
+        for port in (dut.i, dut.spill_i):
+            m.d.comb += port.payload.keep.eq(keeps[AnySeq(2)])
+        m.d.comb += Assume(dut.i.payload.meta.port < 3)
+        m.d.comb += [dut.qdepth.eq(AnySeq(dut.qdepth.shape().size)), dut.o.ready.eq(AnySeq(1)),
+                     dut.spill_o.ready.eq(AnySeq(1))]
+
+        def byte(value, at):
+            return value.data[8 * at:8 * at + 8]
+
+        n = 6                                           # counter width: more than the proof's depth
+        so, o = dut.spill_o, dut.o
+        so_take, o_take = so.valid & so.ready, o.valid & o.ready
+        inside, op, oport = Signal(), Signal(8), Signal(8)
+        first = so_take & ~inside
+        cur_op = Mux(first, byte(so.payload, wire.SPILL_OP_AT), op)
+        cur_port = Mux(first, byte(so.payload, wire.SPILL_PORT_AT), oport)
+        with m.If(so_take):
+            m.d.sync += [inside.eq(~so.payload.last), op.eq(cur_op), oport.eq(cur_port)]
+        accepted, forwarded = Signal(n), Signal(n)
+        m.d.sync += [accepted.eq(accepted + (dut.i.valid & dut.i.ready & dut.i.payload.last)),
+                     forwarded.eq(forwarded + (o_take & o.payload.last & ~o.payload.meta.spilled))]
+        ethertype = Cat(byte(so.payload, wire.ETHERTYPE_AT + 1), byte(so.payload, wire.ETHERTYPE_AT))
+        seq = Cat(byte(so.payload, wire.SPILL_SEQ_AT + 1), byte(so.payload, wire.SPILL_SEQ_AT))
+        m.d.comb += [
+            Assert(~first | (ethertype == wire.ETHERTYPE_SPILL), "spill_o frames carry EtherType 0x88B5"),
+            Assert(~first | (cur_op == wire.SPILL_DATA) | (cur_op == wire.SPILL_DRAIN), "spill_o: op DATA or DRAIN"),
+            Assert(~first | (cur_port < P), "spill_o: origin port < ports"),
+            Assert(~(first & (cur_op == wire.SPILL_DRAIN)) | so.payload.last
+                   & (byte(so.payload, wire.SPILL_COUNT_AT) == 1), "a DRAIN frame is one beat asking for 1"),
+        ]
+        window, used = Signal(range(p.drain_window)), Signal(range(p.drain_window + 2))
+        drain = first & (cur_op == wire.SPILL_DRAIN)
+        last_window = window == p.drain_window - 1
+        m.d.sync += [window.eq(Mux(last_window, 0, window + 1)), used.eq(Mux(last_window, 0, used + drain))]
+        m.d.comb += [Assert(used + drain <= p.drain_rate, "at most drain_rate DRAIN frames per window"),
+                     Assert(~drain | (Array(dut.qdepth)[cur_port[:1]] <= p.low), "drain only at qdepth <= low")]
+        total_data = []
+        for q in range(P):
+            data_started, data_sent, drains, back = (Signal(n, name=f"{k}{q}") for k in
+                                                     ("data_started", "data_sent", "drains", "reinjected"))
+            mine = cur_port == q
+            m.d.sync += [
+                data_started.eq(data_started + (first & mine & (cur_op == wire.SPILL_DATA))),
+                data_sent.eq(data_sent + (so_take & so.payload.last & mine & (cur_op == wire.SPILL_DATA))),
+                drains.eq(drains + (drain & mine)),
+                back.eq(back + (o_take & o.payload.last & o.payload.meta.spilled & (o.payload.meta.port == q))),
+            ]
+            m.d.comb += [
+                Assert(~(first & mine & (cur_op == wire.SPILL_DATA)) | (seq == data_started[:16]),
+                       f"port {q}: DATA seqs 0, 1, 2, ..."),
+                Assert(drains + (drain & mine) <= data_sent, f"port {q}: a DRAIN never overtakes its DATA frame"),
+                Assert(back <= drains, f"port {q}: only asked-for packets are re-injected"),
+                Assert(dut.credits[q] + data_started <= C + back, f"port {q}: credits never exceed the node's room"),
+            ]
+            total_data.append(data_started)
+        m.d.comb += Assert(forwarded + sum(total_data) <= accepted, "no packet both forwarded and spilled")
+        return m
+
+
+#: Bounded depth of the default run: 5 cycles reach a spill, its DATA frame (2 beats) and a drain
+#: request (~15 s); a round trip back to ``o`` needs about 10 (many minutes):
+#: ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
+SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 5)
+
+
+def test_disaggregated_switch_bmc():
+    prove(SwitchSpec(), "spill_switch_bmc", depth=SWITCH_DEPTH, mode="bmc")

@@ -76,7 +76,16 @@ class SpillBufferModel:
     ``(i_ready, o_valid, o_payload)``; then it advances the state as the clock edge does.
     ``decision`` is then that cycle's decision on ``i`` (``(kind, port, length, flow)`` or None),
     ``drained_port`` the port drained in it (or None): what functional coverage samples.
+
+    With ``mode="disaggregated"`` the constructor returns a ``SpillSwitchModel`` (the model of that
+    mode's RTL), so ``SpillBufferModel(params)`` is the one entry point for both modes.
     """
+
+    def __new__(cls, params=None):
+        p = check(params, SpillBufferParams)
+        if p.mode == "disaggregated":
+            return SpillSwitchModel(p)
+        return super().__new__(cls)
 
     def __init__(self, params=None):
         p = self.params = check(params, SpillBufferParams)

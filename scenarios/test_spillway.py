@@ -4,17 +4,27 @@ Senders are go-back-N RoCEv2 flows (the receiver takes only the next PSN; a send
 ACK progress for its retransmission timeout resends from the first unacknowledged PSN). Four
 intra-DC flows (short RTT) and one cross-DC flow (long RTT, a window worth a burst) all go to
 egress port 0, which sends one packet every ``SERVICE`` cycles from a queue of ``LIMIT`` packets.
+Three modes, same extra memory (``capacity`` packets per port):
 
-- without the spill buffer: a packet that finds the egress queue full is dropped (tail drop);
-- with it: the ``SpillBuffer`` sits in front of the queue (``high`` < ``LIMIT``): packets that
-  would overflow are spilled and drained back when the queue is down to ``low``.
+- ``taildrop``: a packet that finds the egress queue full is dropped;
+- ``inswitch`` (the baseline): the ``SpillBuffer`` (``mode="inswitch"``) sits in front of the queue
+  (``high`` < ``LIMIT``): packets that would overflow wait as handles in the switch's own memory and
+  are drained back when the queue is down to ``low``;
+- ``disaggregated`` (Spillway): the ``SpillBuffer`` with ``mode="disaggregated"`` sends them whole on
+  the spill link to a ``SpillNode`` and asks for them back; the link is a delay line of ``latency``
+  cycles each way, swept from short to long (``LATENCIES``).
 
-The closed loop runs on the golden model (cycle-accurate); every cycle's inputs and outputs are
-recorded and the RTL replays them under Verilator, so each decision the loop used is checked
-against the RTL. Output: ``build/scenarios/spillway.csv`` (per mode and flow) and ``.png``. The flow
-start offsets come from the run's traffic seed (``INNET_SEED`` replays them).
+The in-switch closed loop runs on the golden model and every cycle's inputs and outputs are replayed
+on the RTL under Verilator, so each decision that loop used is checked against the RTL. The
+disaggregated loops run on the golden models ``SpillSwitchModel`` + ``SpillNodeModel`` (a Verilator
+build per latency point is over the scenario's time budget): ``testbenches/test_spillway.py`` checks
+both against the RTL every cycle. Output: ``build/scenarios/spillway.csv`` (per mode, latency and
+flow) and ``.png``. The flow start offsets come from the trace seed (default 1, ``INNET_SEED``
+replays another). A longer sweep: ``python -m scenarios.test_spillway --latencies 10,20,50,...``.
 """
+import argparse
 import collections
+import functools
 import json
 import random
 
@@ -27,16 +37,27 @@ from hdl.spill_buffer import SpillBuffer, SpillBufferParams, descriptor_layout
 from models.headers import roce_packet
 from models.packet import beats_of
 from models.spill_buffer import SpillBufferModel
+from models.spill_node import SpillNodeModel, SpillNodeParams
 from scenarios.common import OUT, figure, replay, write_csv
 from testbenches import runner, tb
 
 PARAMS = SpillBufferParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
                            flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
+#: Spillway: the same thresholds and per-port capacity (now at the node); the return buffer holds
+#: ``return_slots`` packets, so at most that many drain requests are in flight (one round trip each).
+DISAGG = PARAMS.replace(mode="disaggregated", mtu=128, buffer=8, return_slots=64)
 LIMIT, SERVICE = 24, 2
 #: (name, packets, one-way delay, window, retransmission timeout), cycles.
 FLOWS = [(f"intra{n}", 150, 10, 16, 400) for n in range(4)] + [("cross", 400, 150, 160, 1200)]
 JITTER = 50                                     # random start offset of each flow, cycles
 MAX_CYCLES = 40000
+#: Spill-link latencies (cycles each way) of the default sweep.
+LATENCIES = (10, 100, 300)
+
+
+def seed():
+    """The trace's seed: ``INNET_SEED`` if set, else 1 (the run reported in the README)."""
+    return runner.traffic_seed(default=1)
 
 
 class Sender:
@@ -52,26 +73,52 @@ class Sender:
 
     def packet(self, psn):
         """The RoCEv2 frame of ``psn`` of this flow."""
-        return bytes(roce_packet(src=f"10.{1 + (self.name == 'cross')}.0.{self.index + 1}",
-                                 dst="10.0.0.100", sport=49152 + self.index, qp=0x10 + self.index, psn=psn))
+        return _frame(self.index, self.name == "cross", psn)
 
 
-def simulate(spill, seed):
-    """Run the closed loop (flow starts drawn from ``seed``); return (per-flow stats, time series,
-    recorded RTL cycles or None, spill counters, ingress frames)."""
+@functools.cache
+def _frame(index, cross, psn):
+    # Built once per process (scapy is the slowest part of the model loops).
+    return bytes(roce_packet(src=f"10.{1 + cross}.0.{index + 1}", dst="10.0.0.100", sport=49152 + index,
+                             qp=0x10 + index, psn=psn))
+
+
+def _packet_bytes(beat, width):
+    return beat["data"].to_bytes(width, "little")[:beat["keep"].bit_length()]
+
+
+def simulate(mode, seed, latency=0):
+    """Run the closed loop of ``mode`` (``MODES``; ``latency``: the spill link's, cycles each way) with
+    the flow starts drawn from ``seed``. Returns a dict: ``stats`` (per flow), ``series`` ((cycle,
+    egress queue, packets spilled) every 10 cycles), ``counters`` of the spill buffer, ``cycles``,
+    ``link`` (spill-link beats switch -> node and back), and for ``inswitch`` the recorded RTL cycles
+    ``record`` and ingress ``frames`` ((recorded cycle, frame))."""
     rng = random.Random(seed)
     senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(FLOWS)]
-    model = SpillBufferModel(PARAMS) if spill else None
-    layout = beat_layout(PARAMS.data_bytes)
+    width = PARAMS.data_bytes
+    model = SpillBufferModel(PARAMS if mode == "inswitch" else DISAGG) if mode != "taildrop" else None
+    node = SpillNodeModel(SpillNodeParams(ports=DISAGG.ports, capacity=DISAGG.capacity, mtu=DISAGG.mtu,
+                                          data_bytes=width)) if mode == "disaggregated" else None
+    layout = beat_layout(width)
     depth_layout = data.ArrayLayout(PARAMS.depth_bits, PARAMS.ports)
     descriptor = descriptor_layout(PARAMS.handle_bits)
     events = collections.defaultdict(list)      # cycle -> [(kind, sender, psn)]
     ingress = collections.deque()               # packets at the switch input (one per cycle)
     queue = collections.deque()                 # egress port 0
-    handles = []                                # handle -> (sender, psn)
-    series, record, frames = [], [], []        # frames: (recorded cycle, ingress frame)
+    handles = []                                # in-switch: handle -> (sender, psn)
+    owner = {}                                  # disaggregated: frame bytes -> (sender, psn)
+    down, up = collections.deque(), collections.deque()      # spill link: (arrival cycle, beat)
+    link = [0, 0]
+    series, record, frames = [], [], []         # frames: (recorded cycle, ingress frame)
     served_at = 0
     cycle = 0
+
+    def enqueue(item):
+        if len(queue) >= LIMIT:
+            item[0].dropped += 1
+        else:
+            queue.append(item)
+
     while cycle < MAX_CYCLES and not all(s.done is not None for s in senders):
         for kind, s, psn in events.pop(cycle, ()):
             if kind == "arrive":                # at the switch input
@@ -102,16 +149,13 @@ def simulate(spill, seed):
 
         depth = [len(queue), 0]
         head = ingress[0] if ingress else None
-        if not spill:
+        frame = head[0].packet(head[1]) if head and model else None
+        beat = beats_of(frame, {"port": 0}, width)[0] if frame else None
+        if mode == "taildrop":
             if head is not None:
                 ingress.popleft()
-                if len(queue) >= LIMIT:
-                    head[0].dropped += 1
-                else:
-                    queue.append(head)
-        else:
-            frame = head[0].packet(head[1]) if head else None
-            beat = beats_of(frame, {"port": 0}, PARAMS.data_bytes)[0] if head else None
+                enqueue(head)
+        elif mode == "inswitch":
             before = model.counters["spill_overflow"]
             i_ready, o_valid, out = model.step(beat, depth, True)
             inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,
@@ -121,10 +165,7 @@ def simulate(spill, seed):
                 expected["i__ready"] = int(i_ready)
             if o_valid:
                 expected["o__payload"] = tb.pack(descriptor, out)
-                if len(queue) >= LIMIT:
-                    handles[out["handle"]][0].dropped += 1
-                else:
-                    queue.append(handles[out["handle"]])
+                enqueue(handles[out["handle"]])
             if head is not None and i_ready:
                 ingress.popleft()
                 handles.append(head)
@@ -132,63 +173,151 @@ def simulate(spill, seed):
                 if model.counters["spill_overflow"] > before:
                     head[0].dropped += 1
             record.append((inputs, expected))
+        else:
+            before = model.counters["spill_overflow"]
+            back = up.popleft()[1] if up and up[0][0] == cycle else None
+            r = model.step(beat, depth, True, True, back)
+            _, node_out = node.step(down.popleft()[1] if down and down[0][0] == cycle else None, True)
+            if head is not None and r["i_ready"]:
+                ingress.popleft()
+                owner[frame] = head
+                if model.counters["spill_overflow"] > before:
+                    head[0].dropped += 1
+            if r["o"] is not None:              # single-beat packets: one per beat
+                enqueue(owner[_packet_bytes(r["o"], width)])
+            if r["spill_o"] is not None:
+                down.append((cycle + latency, r["spill_o"]))
+                link[0] += 1
+            if node_out is not None:
+                up.append((cycle + latency, node_out))
+                link[1] += 1
         if queue and cycle >= served_at:
             s, psn = queue.popleft()
             served_at = cycle + SERVICE
             events[cycle + 1].append(("deliver", s, psn))
         if cycle % 10 == 0:
-            series.append((cycle, len(queue), model.pending if spill else 0))
+            spilled = (model.pending if mode == "inswitch" else model.outstanding()) if model else 0
+            series.append((cycle, len(queue), spilled))
         cycle += 1
     stats = [dict(flow=s.name, packets=s.total, sent=s.sent + s.resent, resent=s.resent,
                   dropped=s.dropped, discarded=s.discarded, completion=s.done) for s in senders]
-    return stats, series, (record if spill else None), (dict(model.counters) if spill else {}), frames
+    return {"stats": stats, "series": series, "counters": dict(model.counters) if model else {}, "cycles": cycle,
+            "link": link, "record": record, "frames": frames}
 
 
 @cocotb.test()
 async def spillway(dut):
-    """The closed loop with the spill buffer, replayed on the RTL cycle by cycle."""
-    seed = tb.seed()
-    stats, series, record, counters, frames = simulate(True, seed)
-    times = await replay(dut, record, "spillway")
-    tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in frames])
-    cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(record), counters)
-    (tb.run_dir() / "result.json").write_text(json.dumps({"seed": seed, "stats": stats, "series": series,
-                                                          "counters": counters}))
+    """The in-switch closed loop, replayed on the RTL cycle by cycle."""
+    run = simulate("inswitch", tb.seed())
+    times = await replay(dut, run["record"], "spillway")
+    tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in run["frames"]])
+    cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(run["record"]), run["counters"])
+    (tb.run_dir() / "result.json").write_text(json.dumps({k: run[k] for k in ("stats", "series", "counters",
+                                                                               "cycles", "link")}))
+
+
+def iteration(stats):
+    """Iteration time: the cycle the last flow completed (None if one never did)."""
+    done = [s["completion"] for s in stats]
+    return None if None in done else max(done)
+
+
+def sweep(seed, latencies, inswitch=None):
+    """Every mode on trace ``seed``: {(mode, latency): run}; ``inswitch`` is that mode's run if already
+    made (on the RTL), latency 0 for the two modes without a spill link."""
+    runs = {("taildrop", 0): simulate("taildrop", seed), ("inswitch", 0): inswitch or simulate("inswitch", seed)}
+    runs.update({("disaggregated", lat): simulate("disaggregated", seed, lat) for lat in latencies})
+    return runs
+
+
+def report(seed, runs, name="spillway"):
+    """CSV + PNG of ``runs`` (``sweep``); returns (headline, files)."""
+    rows = [(mode, lat, s["flow"], s["packets"], s["sent"], s["resent"], s["dropped"], s["discarded"],
+             s["completion"], iteration(run["stats"]), run["link"][0], run["link"][1], run["cycles"])
+            for (mode, lat), run in runs.items() for s in run["stats"]]
+    csv_path = write_csv(name, ["mode", "latency", "flow", "packets", "sent", "resent", "dropped", "discarded",
+                                "completion", "iteration", "spill_beats_out", "spill_beats_back", "cycles"], rows)
+    lats = sorted(lat for mode, lat in runs if mode == "disaggregated")
+    disagg = [runs["disaggregated", lat] for lat in lats]
+    with figure(name, cols=3, seed=seed) as (depth_ax, time_ax, drop_ax):
+        for (mode, lat), run in runs.items():
+            if mode != "disaggregated" or lat in (lats[0], lats[-1]):
+                label = f"{mode}" + (f" (latency {lat})" if mode == "disaggregated" else "")
+                depth_ax.plot([c for c, _, _ in run["series"]], [q for _, q, _ in run["series"]], label=label)
+        depth_ax.axhline(LIMIT, color="grey", lw=0.5)
+        depth_ax.set(xlabel="cycle", ylabel="egress queue (packets)", title="egress port 0")
+        depth_ax.legend(fontsize="small")
+        for mode, style in (("taildrop", "--"), ("inswitch", ":")):
+            time_ax.axhline(iteration(runs[mode, 0]["stats"]) or MAX_CYCLES, ls=style, color="grey", label=mode)
+            drop_ax.axhline(sum(s["dropped"] for s in runs[mode, 0]["stats"]), ls=style, color="grey", label=mode)
+        time_ax.plot(lats, [iteration(r["stats"]) or MAX_CYCLES for r in disagg], "o-", label="disaggregated")
+        cross = [next(s["completion"] for s in r["stats"] if s["flow"] == "cross") or MAX_CYCLES for r in disagg]
+        time_ax.plot(lats, cross, "s--", label="disaggregated: cross-DC flow")
+        time_ax.set(xscale="log", xlabel="spill link latency, cycles each way", ylabel="iteration time (cycles)",
+                    title="last flow done")
+        time_ax.legend(fontsize="small")
+        drop_ax.plot(lats, [sum(s["dropped"] for s in r["stats"]) for r in disagg], "o-", label="disaggregated")
+        drop_ax.set(xscale="log", xlabel="spill link latency, cycles each way", ylabel="packets dropped",
+                    title="drops and spill-link load")
+        drop_ax.legend(fontsize="small", loc="upper left")
+        load_ax = drop_ax.twinx()
+        for k, (style, way) in enumerate((("^:", "switch -> node"), ("v:", "node -> switch"))):
+            load_ax.plot(lats, [r["link"][k] / r["cycles"] for r in disagg], style, color=f"C{k + 2}",
+                         label=f"spill link {way}")
+        load_ax.set(ylabel="spill link load, beats/cycle", ylim=(0, 1))
+        load_ax.legend(fontsize="small", loc="center left")
+    parts = [f"{mode}" + (f"@{lat}" if mode == "disaggregated" else "")
+             + f": iteration {iteration(run['stats'])}, drops {sum(s['dropped'] for s in run['stats'])}"
+             + (f", link {run['link'][0] / run['cycles']:.2f}/{run['link'][1] / run['cycles']:.2f} beats/cycle"
+                if mode == "disaggregated" else "")
+             for (mode, lat), run in runs.items()]
+    return "; ".join(parts), [csv_path, OUT / f"{name}.png"]
 
 
 def test_spillway(record_property):
-    """With the spill buffer: fewer drops and an earlier cross-DC completion than tail drop."""
-    run = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway")
-    result = json.loads((run / "result.json").read_text())
-    without, series_without, _, _, _ = simulate(False, result["seed"])
-    modes = {"spill": result["stats"], "taildrop": without}
-    rows = [(mode, s["flow"], s["packets"], s["sent"], s["resent"], s["dropped"], s["discarded"], s["completion"])
-            for mode, stats in modes.items() for s in stats]
-    write_csv("spillway", ["mode", "flow", "packets", "sent", "resent", "dropped", "discarded", "completion"], rows)
-    with figure("spillway", cols=2) as (depth_ax, bars):
-        for mode, series, style in (("spill", result["series"], "-"), ("taildrop", series_without, "--")):
-            depth_ax.plot([c for c, _, _ in series], [q for _, q, _ in series], style, label=f"{mode}: egress queue")
-        depth_ax.plot([c for c, _, _ in result["series"]], [p for _, _, p in result["series"]], ":",
-                      label="spill: packets in the spill buffer")
-        depth_ax.axhline(LIMIT, color="grey", lw=0.5)
-        depth_ax.set(xlabel="cycle", ylabel="packets", title="egress port 0")
-        depth_ax.legend()
-        names = [s["flow"] for s in without]
-        for offset, (mode, stats) in enumerate(modes.items()):
-            bars.bar([n + 0.4 * offset for n in range(len(names))], [s["completion"] or 0 for s in stats],
-                     width=0.4, label=mode)
-        bars.set_xticks([n + 0.2 for n in range(len(names))], names)
-        bars.set(ylabel="completion cycle", title="flow completion")
-        bars.legend()
-    drops = {mode: sum(s["dropped"] for s in stats) for mode, stats in modes.items()}
-    cross = {mode: next(s["completion"] for s in stats if s["flow"] == "cross") for mode, stats in modes.items()}
-    headline = f"drops {drops}, cross-DC completion {cross}, spill counters {result['counters']}"
-    print(f"seed {result['seed']}: {headline}")
-    record_property("innet", {"kind": "scenario", "name": "spillway", "seed": result["seed"], "headline": headline,
-                              "files": [OUT / "spillway.csv", OUT / "spillway.png", *run["artefacts"]["pcaps"]]})
-    assert all(s["completion"] is not None for stats in modes.values() for s in stats), "a flow never completed"
-    assert drops["spill"] < drops["taildrop"], drops
-    assert cross["spill"] < cross["taildrop"], cross
+    """Tail drop vs in-switch (its decisions from the RTL) vs Spillway over the latency sweep: spilling
+    drops less and ends earlier than tail drop; the round trip costs (the longest link is slower than the
+    shortest); the spill link never reorders (``misordered`` 0)."""
+    run = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway",
+                     seed=seed())
+    inswitch = json.loads((run / "result.json").read_text())
+    runs = sweep(seed(), LATENCIES, inswitch)
+    headline, files = report(seed(), runs)
+    print(f"seed {seed()}: {headline}")
+    record_property("innet", {"kind": "scenario", "name": "spillway", "seed": seed(), "headline": headline,
+                              "files": [*files, *run["artefacts"]["pcaps"]]})
+    drops = {key: sum(s["dropped"] for s in r["stats"]) for key, r in runs.items()}
+    times = {key: iteration(r["stats"]) for key, r in runs.items()}
+    assert None not in times.values(), f"a flow never completed: {times}"
+    for lat in LATENCIES:
+        assert runs["disaggregated", lat]["counters"]["misordered"] == 0
+    short = ("disaggregated", LATENCIES[0])
+    assert drops["inswitch", 0] < drops["taildrop", 0] and drops[short] < drops["taildrop", 0], drops
+    assert times["inswitch", 0] < times["taildrop", 0] and times[short] < times["taildrop", 0], times
+    assert times["disaggregated", LATENCIES[-1]] > times[short], times
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m scenarios.test_spillway", description="Spillway latency sweep "
+                                     "on the golden models (in-switch included), CSV + PNG under build/scenarios.")
+    parser.add_argument("--latencies", default="10,20,50,100,200,500,1000",
+                        help="spill link latencies, cycles each way (comma-separated)")
+    parser.add_argument("--seed", type=int, default=None, help="trace seed (default: INNET_SEED or 1)")
+    args = parser.parse_args(argv)
+    try:
+        latencies = [int(x) for x in args.latencies.split(",")]
+        if not latencies or min(latencies) < 0:
+            raise ValueError
+    except ValueError:
+        parser.error(f"--latencies: {args.latencies!r} is not a list of cycle counts >= 0")
+    s = seed() if args.seed is None else args.seed
+    headline, files = report(s, sweep(s, latencies), name="spillway_sweep")
+    print(f"seed {s}: {headline}")
+    print("written", *files)
+
+
+if __name__ == "__main__":
+    main()
 
 
 pytestmark = pytest.mark.xdist_group("scenario_spillway")

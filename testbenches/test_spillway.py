@@ -457,3 +457,31 @@ def test_models_closed_loop(latency):
         n, flow = sent[raw]
         assert n > last.get(flow, -1), f"flow {flow} reordered"
         last[flow] = n
+
+
+def test_model_entry_point():
+    """``SpillBufferModel(params)`` is the model of either mode (what the registry names)."""
+    from models.spill_buffer import SpillBufferModel, SpillBufferParams
+    assert type(SpillBufferModel(SpillBufferParams(mode="disaggregated"))) is SpillSwitchModel
+    assert type(SpillBufferModel(SpillBufferParams())) is SpillBufferModel
+    with pytest.raises(ValueError, match="SpillSwitchModel: mode"):
+        SpillSwitchModel(SpillBufferParams())
+
+
+def test_bench_stimulus():
+    """``make bench``'s ``spill`` stimulus: alternating DATA and DRAIN frames for the node, one beat each;
+    the node model returns every DATA frame, nothing dropped."""
+    from types import SimpleNamespace
+
+    from tools.bench import bench_params
+    from tools.traffic import spill_frames
+    p = bench_params("spill_node")
+    node = SpillNodeModel(p)
+    beats = spill_frames(SimpleNamespace(ports=p.ports, data_bytes=p.data_bytes), 200, random.Random(1))
+    returned = 0
+    for beat in beats + [None] * 4:
+        assert beat is None or beat["last"]
+        valid, _ = node.step(beat, True)
+        returned += valid
+    assert returned == 100 and node.counters["returned"] == 100, node.counters
+    assert node.counters["overflow"] == node.counters["malformed"] == node.counters["drain_empty"] == 0

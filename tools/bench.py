@@ -10,6 +10,7 @@ block on four engines, all in this run:
 - ``cocotb``: cocotb + Verilator with the testbenches' own StreamSource / StreamSink;
 - ``amaranth-pysim``: Amaranth's Python simulator (fewer packets: it is the slowest).
 
+``block[variant]`` benchmarks a registry variant (e.g. ``spill_buffer[disaggregated]``).
 It prints packets/s and cycles/s per engine and the ratio to the C++ harness, and writes
 ``build/bench/bench.csv``.
 """
@@ -26,7 +27,7 @@ from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from registry import BLOCKS, block
+from registry import BLOCKS, variant
 from testbenches import runner
 from testbenches.tb import pack
 from tools.cli import Parser, integer, run
@@ -56,7 +57,7 @@ def _streams(component):
 
 def _stimulus(block, component, packets):
     layout, outputs = _streams(component)
-    beats = [pack(layout, beat) for beat in STIMULI[BLOCKS[block].stimulus](component, packets,
+    beats = [pack(layout, beat) for beat in STIMULI[variant(block)[0].stimulus](component, packets,
                                                                            random.Random(1))]
     return layout, outputs, beats
 
@@ -68,7 +69,7 @@ def _member(name, port):
 
 def run_cpp(block, params, component, layout, outputs, beats):
     """Build the plain Verilator harness for ``block`` and run it on ``beats``."""
-    work = OUT / block / "cpp"
+    work = OUT / variant(block)[2] / "cpp"
     work.mkdir(parents=True, exist_ok=True)
     runner.verilator_env()
     runner.emit_verilog(component, work / "top.v")
@@ -95,18 +96,21 @@ def run_cpp(block, params, component, layout, outputs, beats):
 
 
 def bench_params(block):
-    """The benchmark parameters of ``block``: its defaults with the registry's overrides."""
-    return BLOCKS[block].make_params(BLOCKS[block].bench)
+    """The benchmark parameters of ``block`` (``name`` or ``name[variant]``): its defaults with the
+    registry's benchmark and variant overrides."""
+    b, overrides, _ = variant(block)
+    return b.make_params({**b.bench, **overrides})
 
 
 def replay_of(block, depth):
     """The benchmark parameters of ``block`` inside a Replay wrapper holding ``depth`` beats."""
-    return Replay(BLOCKS[block].build(bench_params(block)), depth)
+    return Replay(variant(block)[0].build(bench_params(block)), depth)
 
 
 def run_cocotb(block, params, component, outputs, beats, testcase):
     """Run the cocotb side (tools/bench_cocotb.py) on the same stimulus."""
-    stim = OUT / block / "stimulus.json"
+    stem = variant(block)[2]
+    stim = OUT / stem / "stimulus.json"
     stim.parent.mkdir(parents=True, exist_ok=True)
     depth = min(REPLAY_DEPTH, len(beats))
     stim.write_text(json.dumps({"beats": beats, "outputs": outputs, "replay_depth": depth}))
@@ -116,7 +120,7 @@ def run_cocotb(block, params, component, outputs, beats, testcase):
                               testcase, block="bench_replay", env=env)
     else:
         test_dir = runner.run(type(component), params, "tools.bench_cocotb", testcase,
-                              block=f"bench_{block}", env=env)
+                              block=f"bench_{stem}", env=env)
     return json.loads((test_dir / "bench.json").read_text())
 
 
@@ -160,7 +164,8 @@ ENGINES = ["verilator-cpp", "cocotb-replay", "cocotb-batched", "cocotb", "amaran
 def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
     """Rows of the benchmark of block ``name``; ``progress(engine)`` is a context for each engine."""
     params = bench_params(name)
-    component = BLOCKS[name].build(params)
+    b = variant(name)[0]
+    component = b.build(params)
     layout, outputs, beats = _stimulus(name, component, packets)
     _, _, few = _stimulus(name, component, max(packets // 20, 200))
     engines = {
@@ -168,7 +173,7 @@ def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
         "cocotb-replay": lambda: run_cocotb(name, params, component, outputs, beats, "replay"),
         "cocotb-batched": lambda: run_cocotb(name, params, component, outputs, beats, "batched"),
         "cocotb": lambda: run_cocotb(name, params, component, outputs, beats, "standard"),
-        "amaranth-pysim": lambda: run_pysim(BLOCKS[name].build(params), outputs, few),
+        "amaranth-pysim": lambda: run_pysim(b.build(params), outputs, few),
     }
     results = {}
     for engine in ENGINES:
@@ -207,7 +212,7 @@ def main(argv=None):
     parser.add_argument("blocks", nargs="*", help=f"blocks to run (default: all of {', '.join(BLOCKS)})")
     parser.add_argument("--packets", type=integer(1), default=20000, help="packets per engine (pysim: 1/20)")
     args = parser.parse_args(argv)
-    names = [block(name).name for name in args.blocks or BLOCKS]
+    names = [name for name in args.blocks or BLOCKS if variant(name)]
     runner.verilator_env()
     OUT.mkdir(parents=True, exist_ok=True)
     progress = Progress(len(names) * len(ENGINES))

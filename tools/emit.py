@@ -1,10 +1,12 @@
-"""Emit the Verilog of registered blocks with their default parameters.
+"""Emit the Verilog of registered blocks with their default parameters and registry variants.
 
     python -m tools.emit [-o OUTDIR] [block ...]      # default: every block, into build/verilog
+
+A block's variant ``v`` (``registry.Block.variants``) goes to ``<block>.<v>.v``; ``block[v]`` emits only it.
 """
 from pathlib import Path
 
-from registry import BLOCKS, block
+from registry import BLOCKS, variant
 from testbenches.runner import emit_verilog
 from tools.cli import Parser, run
 
@@ -14,12 +16,13 @@ def main(argv=None):
     parser.add_argument("blocks", nargs="*", help=f"blocks to emit (default: all of {', '.join(BLOCKS)})")
     parser.add_argument("-o", "--out", default="build/verilog", help="output directory")
     args = parser.parse_args(argv)
-    blocks = [block(name) for name in args.blocks or BLOCKS]
+    labels = args.blocks or [f"{name}{v}" for name, b in BLOCKS.items() for v in ["", *(f"[{k}]" for k in b.variants)]]
+    targets = [variant(label) for label in labels]      # KeyError naming the known ones, before any work
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for b in blocks:
-        emit_verilog(b.build(), out / f"{b.name}.v", name=b.name)
-        print(out / f"{b.name}.v")
+    for b, overrides, stem in targets:
+        emit_verilog(b.build(b.make_params(overrides)), out / f"{stem}.v", name=stem.replace(".", "_"))
+        print(out / f"{stem}.v")
 
 
 if __name__ == "__main__":

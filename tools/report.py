@@ -60,9 +60,10 @@ def main(argv=None):
         writer = csv.DictWriter(out, fieldnames=rows[0])
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{'block':<22}{'cells':>10}{'flip-flops':>12}{'memory bits':>13}{'memories':>10}")
+    width = max(22, *(len(row["block"]) + 2 for row in rows))
+    print(f"{'block':<{width}}{'cells':>10}{'flip-flops':>12}{'memory bits':>13}{'memories':>10}")
     for row in rows:
-        print(f"{row['block']:<22}{row['cells']:>10}{row['flip_flops']:>12}"
+        print(f"{row['block']:<{width}}{row['cells']:>10}{row['flip_flops']:>12}"
               f"{row['memory_bits']:>13}{row['memories']:>10}")
 
 

@@ -5,7 +5,16 @@
 import struct
 
 from models import wire
-from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
+from models.headers import (
+    dblp_packet,
+    drain_request,
+    ina_packet,
+    mrc_packet,
+    roce_packet,
+    sdr_packet,
+    spill_frame,
+    usid_address,
+)
 from models.packet import beats_of
 from models.wire import DBLP_LAST, DBLP_OFFSET, DBLP_STRUCT, DBLP_VERSION
 
@@ -103,6 +112,20 @@ def dblp_beats(component, count, rng):
     return beats
 
 
+def spill_frames(component, count, rng):
+    """Spill-link frames for the spill node: a DATA frame (a random RoCEv2 packet of a random port) and a
+    DRAIN frame asking for it back, alternating, so the node neither fills nor idles (``count`` frames)."""
+    frames, seq = [], 0
+    while len(frames) < count:
+        port = rng.randrange(component.ports)
+        inner = roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
+                            sport=rng.randrange(49152, 65536), psn=seq, payload=bytes(2))
+        frames += [spill_frame(inner, port, seq=seq), drain_request(port)]
+        seq = (seq + 1) & 0xFFFF
+    return [_beat(component, frame, 0) for frame in frames[:count]]
+
+
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
 STIMULI = {"roce": roce_beats, "ina": ina_beats, "mixed": mixed_beats, "mrc": mrc_descriptors,
-           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats, "dblp": dblp_beats}
+           "ev_requests": ev_requests, "evs": evs, "sdr": sdr_beats, "dblp": dblp_beats,
+           "spill": spill_frames}
