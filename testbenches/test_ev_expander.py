@@ -180,6 +180,37 @@ def test_bad_parameters_name_the_field(field, value, error):
 PATIENCE = 200
 
 
+def mask_shape(mask, width):
+    """A field's mask: fixed, full width, one bit, one run of bits (at the LSB or higher), or sparse."""
+    if not mask:
+        return "zero"
+    if mask == (1 << width) - 1:
+        return "full"
+    if mask & (mask - 1) == 0:
+        return "msb" if mask >> (width - 1) else "lsb" if mask == 1 else "single"
+    low = mask & -mask
+    if (mask + low) & mask == 0:            # one run of set bits
+        return "run_lsb" if low == 1 else "run_msb" if mask >> (width - 1) else "run"
+    return "sparse"
+
+
+def coverage():
+    """The expander's functional coverage: per field its mask shape (locator and uSIDs), per request
+    the outcome against how many EV bits the fields take and where an unused bit is set (SPEC 5)."""
+    cover = tb.Coverage("ev_expander")
+    cover.point("field", ("locator", "usid"))
+    cover.point("mask", ("zero", "full", "lsb", "msb", "single", "run_lsb", "run_msb", "run", "sparse"))
+    cover.point("fields_taking", ("none", "one", "several", "all"))     # fields whose mask takes EV bits
+    cover.point("taken", ("0", "partial", "=ev_bits"))                  # EV bits the masks take
+    cover.point("outcome", COUNTERS)
+    cover.point("unused_set", ("lowest", "highest", "other"))           # the unused EV bits set in a bad EV
+    cover.point("ev", ("zero", "ones", "other"))
+    cover.cross("field_x_mask", "field", "mask")
+    cover.cross("outcome_x_taken", "outcome", "taken", unreachable={
+        ("bad_ev", "=ev_bits"): "every EV bit is taken: no unused bit can be set"})
+    return cover
+
+
 class TB(tb.BlockTB):
     """DUT + model; every EV goes to both, every answer is compared in order (and with ``expand``)."""
 
@@ -194,6 +225,7 @@ class TB(tb.BlockTB):
         self.cfg = tb.StreamSource(dut, "cfg", config_layout(p))
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
+        self.cover = coverage()
         self.restart()
         cocotb.start_soon(self._consume())
 
@@ -206,6 +238,11 @@ class TB(tb.BlockTB):
         """Between requests: the model's registers and the RTL's, one ``cfg`` write per field."""
         await self.drain()
         self.model.configure(fields)
+        for f, ((_, mask), width) in enumerate(zip(fields, field_widths(self.params.usids))):
+            self.cover.sample(field="usid" if f else "locator", mask=mask_shape(mask, width))
+        taking = sum(bool(mask) for _, mask in fields)
+        self.cover.sample(fields_taking="none" if not taking else "one" if taking == 1 else
+                          "all" if taking == len(fields) else "several")
         for f, (init, mask) in enumerate(fields):
             self.cfg.send_nowait({"field": f, "init": init, "mask": mask})
         await self.cfg.wait_idle()
@@ -217,6 +254,14 @@ class TB(tb.BlockTB):
 
     def send(self, ev):
         out = self.model.process(ev)
+        bits = self.params.ev_bits
+        taken = sum(bin(mask).count("1") for _, mask in self.model.fields)
+        unused = ev & ((1 << (bits - taken)) - 1)
+        self.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
+                          taken="0" if not taken else "=ev_bits" if taken == bits else "partial",
+                          ev="zero" if not ev else "ones" if ev == (1 << bits) - 1 else "other",
+                          unused_set=None if not unused else "lowest" if unused == 1 else
+                          "highest" if unused == 1 << (bits - taken - 1) else "other")
         if self.params.ev_bits == 32:
             assert out["da"] == expand(ev, self.model.fields)
         self.board.expect((out["ok"], out["da"] or 0))
@@ -245,6 +290,7 @@ class TB(tb.BlockTB):
         c = self.check_counters(self.model.counters)
         if self.sent < 1 << self.params.counter_bits:
             self.conserved("requests", self.sent, **c)
+        self.cover.write()
         return c
 
 
@@ -291,6 +337,7 @@ async def ocp_cases(dut):
         [(LOC, 0x0000_0101)] + t.fields([(0x5A5A, 0xA5A5), (0, 0x8001)]),               # odd masks
         [(LOC, 0)] + t.fields([(0x1000 * (i + 1), 0x001F) for i in range(6)]),          # several uSIDs
         [(LOC, 0xFF)] + t.fields([(0xABCD, 0)]),                                       # fewer uSIDs
+        [(LOC, 1 << 31)] + t.fields([(0x1234, 0x8000), (0, 1)]),                      # single bits, MSB/LSB
         [(0, (1 << 32) - 1)] + t.fields([]),                                           # the whole locator
         [(0, 0)] * (1 + p.usids),                                                      # reset state
     ]

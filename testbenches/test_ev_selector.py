@@ -14,6 +14,7 @@ from models.ev_selector import (
     ASSUMED_BAD,
     COUNTERS,
     DENIED,
+    EFFECTS,
     EVENT_COUNTERS,
     EVENT_KINDS,
     GOOD,
@@ -323,6 +324,44 @@ def test_bad_parameters_name_the_field(kw, field, error):
 
 # --- RTL under Verilator ------------------------------------------------------------------------------
 
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+NO_SLOT = "probe and backup events name no active slot"
+STATE_NAMES = dict(zip((GOOD, SKIP, ASSUMED_BAD, DENIED), ("GOOD", "SKIP", "ASSUMED_BAD", "DENIED")))
+
+
+def fill_bin(count, capacity):
+    return ("full" if count >= capacity else "one_free" if count == capacity - 1 else "empty" if not count
+            else "partial")
+
+
+def coverage():
+    """The selector's functional coverage: every event kind against every slot state (SPEC 5), the
+    selection's cursor and SKIP edges, the pool, backup FIFO and MIN_ACTIVE floor edges."""
+    cover = tb.Coverage("ev_selector")
+    cover.point("kind", EVENT_KINDS + ("undefined",))
+    cover.point("slot_state", ("GOOD", "SKIP", "ASSUMED_BAD", "DENIED"))   # the event's slot when it acts
+    cover.point("ev_match", ("same", "other"))                              # the event's EV vs the slot's
+    cover.point("outcome", EVENT_COUNTERS)
+    cover.point("effect", EFFECTS)
+    cover.point("last_hop", ("last_hop", "fabric"))
+    cover.point("select", ("selected", "stall", "idle"))
+    cover.point("skip_passed", ("cleared", "none"))
+    cover.point("cursor", ("at_cursor", "after_cursor", "wrapped"))
+    cover.point("pool", ("empty", "partial", "one_free", "full"))           # probe pool at a demotion
+    cover.point("backups", ("empty", "partial", "one_free", "full"))        # the plane's FIFO at loss/deny/backup
+    cover.point("floor", ("below", "at", "above"))                          # usable - 1 vs MIN_ACTIVE at a loss
+    cover.point("probe_count", ("0", "mid", "n-1"))                         # successes before a live probe
+    cover.cross("kind_x_slot_state", "kind", "slot_state", unreachable={
+        ("probe", None): NO_SLOT, ("backup", None): NO_SLOT, ("undefined", None): "an undefined kind names no slot"})
+    cover.cross("kind_x_ev_match", "kind", "ev_match", unreachable={
+        ("probe", None): NO_SLOT, ("backup", None): NO_SLOT, ("undefined", None): "an undefined kind names no slot"})
+    cover.cross("trim_x_last_hop_x_state", "last_hop", "slot_state")
+    cover.cross("select_x_skip_passed", "select", "skip_passed", unreachable={
+        ("idle", "cleared"): "a SKIP is cleared only by a selection pass (want)"})
+    cover.cross("floor_x_backups", "floor", "backups")
+    return cover
+
+
 class TB(tb.BlockTB):
     """Drives ``i`` one request per cycle and compares ``o`` with ``EvSelectorModel.step`` in the same
     cycle (a cycle without a transfer does not step the model); slot states compared too."""
@@ -335,6 +374,7 @@ class TB(tb.BlockTB):
         self.rng, self.idle, self.backpressure = rng, idle, backpressure
         self.req, self.ans = request_layout(p), answer_layout(p)
         self.fresh = iter(itertools.count(1 << 20))
+        self.cover = coverage()
         dut.i__valid.value = 0
         dut.o__ready.value = 0
         self.restart()
@@ -370,11 +410,16 @@ class TB(tb.BlockTB):
             self.cycles += 1
             if valid and ready:
                 break
+        values, before = self.coverage_values(want, event, raw_kind), dict(self.model.counters)
         if raw_kind is None:
             out = self.model.step(want, event)
         else:
             out = self.model.step(want)
             self.model._count("stale")
+        done = [k for k, v in self.model.counters.items() if v != before[k]]
+        self.cover.sample(outcome=next((k for k in done if k in EVENT_COUNTERS), None), **values)
+        for effect in (k for k in done if k in EFFECTS):
+            self.cover.sample(effect=effect)
         self.wants += bool(want)
         self.events += event is not None or raw_kind is not None
         self.selections += out["valid"]
@@ -384,6 +429,46 @@ class TB(tb.BlockTB):
                bool(got["stall"]), bool(got["retransmit"]))
         assert rtl == exp, f"cycle {self.cycles}, want {want}, event {event}: RTL {rtl}, model {exp}"
         return out
+
+    def coverage_values(self, want, event, raw_kind):
+        """Coverage values of one transfer from the model's state before it: the selection (its
+        ``_select`` is pure) and the state the event meets after the selection's SKIP clearing."""
+        m, p = self.model, self.params
+        chosen, cleared = m._select() if want else (None, None)
+        values = {"select": "idle" if not want else "selected" if chosen is not None else "stall",
+                  "skip_passed": "cleared" if cleared is not None else "none"}
+        if chosen is not None:
+            values["cursor"] = "at_cursor" if chosen == m.cursor else "after_cursor" if chosen > m.cursor else "wrapped"
+        if raw_kind is not None:
+            values["kind"] = "undefined"
+        if event is None:
+            return values
+        kind = values["kind"] = event["kind"]
+        if kind == "probe":
+            entry = m.pool[event["index"]] if 0 <= event["index"] < p.probe_slots else None
+            if entry is not None and entry[0] == event["ev"] and event["ok"]:
+                values["probe_count"] = ("n-1" if entry[2] == p.probe_ok_n - 1 else "0" if entry[2] == 0 else "mid")
+            return values
+        if kind == "backup":
+            plane = event["plane"]
+            vacant = any(m.slots[i][1] in (ASSUMED_BAD, DENIED) for i in range(plane, p.n_ev, p.planes))
+            if not vacant:
+                values["backups"] = fill_bin(len(m.backups[plane]), p.backup_depth)
+            return values
+        slot = event["slot"]
+        ev, state = m.slots[slot]
+        state = GOOD if slot == cleared else state
+        values.update(slot_state=STATE_NAMES[state], ev_match="same" if ev == event["ev"] else "other")
+        if kind == "trim":
+            values["last_hop"] = "last_hop" if event["last_hop"] else "fabric"
+        live = ev == event["ev"] and state in (GOOD, SKIP)
+        if live and kind in ("loss", "deny"):
+            values["backups"] = fill_bin(len(m.backups[m.plane_of(slot)]), p.backup_depth)
+        if live and kind == "loss":
+            left = m.usable() - 1                           # a SKIP cleared by the selection stays usable
+            values["floor"] = "below" if left < p.min_active else "at" if left == p.min_active else "above"
+            values["pool"] = fill_bin(sum(x is not None for x in m.pool), p.probe_slots)
+        return values
 
     def check_state(self):
         states = [int(getattr(self.dut, f"state{k}").value) for k in range(self.params.n_ev)]
@@ -406,6 +491,7 @@ class TB(tb.BlockTB):
             self.conserved("requests", self.wants, selected=c["selected"], no_ev=c["no_ev"])
             self.conserved("events", self.events, **{k: c[k] for k in EVENT_COUNTERS})
         tb.summary(cycles_driven=self.cycles)
+        self.cover.write()
         return c
 
 
@@ -482,6 +568,23 @@ async def directed(dut):
     for raw_kind in range(len(EVENT_KINDS), 1 << (len(EVENT_KINDS) - 1).bit_length()):
         await t.step(True, raw_kind=raw_kind)
     await t.step(True, {"kind": "backup", "plane": 0, "ev": next(t.fresh)})
+    # a loss below and at the MIN_ACTIVE floor while its plane's FIFO still holds a backup: demoted and
+    # refilled (the floor only binds without backups): plane 0's slots full plus one queued, other planes
+    # filled up to `usable` slots
+    per_plane = p.n_ev // p.planes
+    for usable in (p.min_active, p.min_active + 1):
+        if not per_plane <= usable <= p.n_ev or p.backup_depth < 2:
+            continue
+        while m.usable():                                    # deny all (each refill denied again)
+            k = next(k for k, (_, s) in enumerate(m.slots) if s in (GOOD, SKIP))
+            await t.step(False, {"kind": "deny", "slot": k, "ev": ev_at(k)})
+        for _ in range(per_plane + 1):
+            await t.step(False, {"kind": "backup", "plane": 0, "ev": next(t.fresh)})
+        for k in range(usable - per_plane):
+            await t.step(False, {"kind": "backup", "plane": 1 + k % (p.planes - 1), "ev": next(t.fresh)})
+        assert m.usable() == usable and len(m.backups[0]) == 1
+        await t.step(False, {"kind": "loss", "slot": 0, "ev": ev_at(0)})
+        assert m.usable() == usable, "refilled from the plane's FIFO, not suppressed"
     c = await t.finish()
     assert all(c[name] for name in COUNTERS), c
 

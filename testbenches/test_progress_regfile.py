@@ -8,11 +8,92 @@ from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams, config_layout
+from models import wire
 from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
 
 ECT0, ECT1, NOT_ECT, CE = 0b10, 0b01, 0b00, 0b11
+ECN = {NOT_ECT: "not_ect", ECT0: "ect0", ECT1: "ect1", CE: "ce"}
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+NOT_OUTPACING = "SPEC 2: only a flow more than delta steps ahead of its job's live minimum is marked"
+OPS = {OP_INSTALL: "install", OP_REMOVE: "remove", OP_JOB: "job"}
+
+
+def coverage():
+    """The progress file's functional coverage (SPEC 2): config opcodes; per packet its outcome, where
+    the flow stands against the job's live minimum (at it, within delta, at delta, delta + 1 beyond),
+    its ECN codepoint, the step it closes or not, and the ageing transitions of the other positions."""
+    cover = tb.Coverage("progress_regfile")
+    cover.point("op", ("install", "remove", "job", "undefined"))
+    cover.point("outcome", ("malformed", "unknown", "marked", "not_ect", "ce_kept", "not_marked"))
+    cover.point("lead", ("at_min", "within_delta", "=delta", "=delta+1", ">delta+1"))   # step - live min
+    cover.point("ecn", tuple(ECN.values()))
+    cover.point("step", ("open", "closed_by_count", "closed_by_last_op", "saturated"))
+    cover.point("others", ("all_live", "some_stale", "all_stale"))       # the job's other positions
+    cover.point("ageing", ("off", "none_turned", "one_turned", "several_turned"))
+    cover.point("sender", ("was_live", "rejoined"))                     # a stale position sending again
+    cover.point("idle", ("<age_out", "=age_out", "=age_out+1"))          # a live position's idle epochs
+    cover.cross("outcome_x_lead", "outcome", "lead", unreachable={
+        **{(o, lead): NOT_OUTPACING for o in ("marked", "not_ect", "ce_kept")
+           for lead in ("at_min", "within_delta", "=delta")},
+        **{("not_marked", lead): "beyond delta an ECT packet is marked, a Not-ECT one counted not_ect, a CE one"
+           " kept (ce_kept)" for lead in ("=delta+1", ">delta+1")},
+        ("malformed", None): "not tracked", ("unknown", None): "not tracked"})
+    cover.cross("lead_x_ecn", "lead", "ecn")
+    cover.cross("outcome_x_others", "outcome", "others", unreachable={
+        ("malformed", None): "not tracked", ("unknown", None): "not tracked",
+        **{(o, "all_stale"): "the sender is the only live position: it is the minimum (SPEC 2: never marked)"
+           for o in ("marked", "not_ect", "ce_kept")}})
+    return cover
+
+
+def coverage_values(model, raw, now):
+    """What packet ``raw`` meets in ``model`` before it (its row, the idle epochs of the other live
+    positions), or None if it is no tracked flow; ``outcome_values`` completes it after the packet."""
+    head = bytes(raw)[:model.data_bytes]
+    if len(head) < wire.BTH_DQPN_AT + 4:
+        return None
+    qp = int.from_bytes(head[wire.BTH_DQPN_AT:wire.BTH_DQPN_AT + 4], "big") & 0xFFFFFF
+    entry = model.flows[qp % model.table]
+    if entry is None or entry[0] != qp:
+        return None
+    _, job, position = entry
+    age_out = model.settings[job][2]
+    steps, counts, seen, stale = model.rows[job]
+    epoch, idle = model.epoch(now), set()
+    for q in range(model.ring):
+        if age_out and q != position and not stale[q]:
+            n = (epoch - seen[q]) % (1 << model.age_bits)
+            idle.add("<age_out" if n < age_out else "=age_out" if n == age_out else
+                     "=age_out+1" if n == age_out + 1 else "beyond")
+    return {"job": job, "position": position, "step": steps[position], "count": counts[position],
+            "ecn": ECN[head[wire.IP_TOS_AT] & 3], "sender": "rejoined" if stale[position] else "was_live", "idle": idle}
+
+
+def outcome_values(model, pre, before):
+    """The model's decision for a packet: the counters it moved, the flow's lead over the job's live
+    minimum, the stale other positions, the step closed; ``pre`` from ``coverage_values``."""
+    moved = {k for k, v in model.counters.items() if v != before[k]}
+    if "tracked" not in moved:
+        return {"outcome": "malformed" if "malformed" in moved else "unknown"}
+    job, position = pre["job"], pre["position"]
+    chunk, delta, age_out = model.settings[job]
+    steps, counts, _, stale = model.rows[job]
+    lead = steps[position] - model.live_minimum(job)
+    others = [stale[q] for q in range(model.ring) if q != position]
+    turned = model.counters["aged"] - before["aged"]
+    closed = counts[position] == 0
+    return {"outcome": ("marked" if "marked" in moved else "not_ect" if "not_ect" in moved
+                        else "ce_kept" if lead > delta else "not_marked"),
+            "lead": ("at_min" if lead == 0 else "within_delta" if lead < delta else "=delta" if lead == delta
+                     else "=delta+1" if lead == delta + 1 else ">delta+1"),
+            "others": "all_stale" if all(others) else "some_stale" if any(others) else "all_live",
+            "ageing": ("off" if not age_out else "none_turned" if not turned else "one_turned" if turned == 1
+                       else "several_turned"),
+            "step": ("open" if not closed else "saturated" if pre["step"] == (1 << model.step_bits) - 1
+                     else "closed_by_count" if pre["count"] + 1 >= max(chunk, 1) else "closed_by_last_op"),
+            "ecn": pre["ecn"], "sender": pre["sender"]}
 
 
 class TB(tb.BlockTB):
@@ -34,6 +115,7 @@ class TB(tb.BlockTB):
         self.accepts, self.emits = [], []   # cycles of accepted first beats / delivered last beats
         self.cycle = 0
         self.time = 0                       # cycles since the reset was released (the RTL's timer)
+        self.cover = coverage()
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -86,9 +168,17 @@ class TB(tb.BlockTB):
         expected = []
         for kind, item, now in self.events:
             if kind == "cfg":
+                self.cover.sample(op=OPS.get(item["op"], "undefined"))
                 model.config(item, now)
             elif kind == "pkt":
+                pre, before = coverage_values(model, item, now), dict(model.counters)
                 expected.append(model.packet(item, now))
+                moved = {k for k, v in model.counters.items() if v != before[k]}
+                if pre or "tracked" not in moved:
+                    self.cover.sample(**outcome_values(model, pre, before) if pre else
+                                      {"outcome": "malformed" if "malformed" in moved else "unknown"})
+                for idle in pre["idle"] if pre else ():
+                    self.cover.sample(idle=idle)
             else:
                 del expected[item:]         # in flight at the reset: discarded
                 model.reset()
@@ -107,6 +197,7 @@ class TB(tb.BlockTB):
                 del rebuilt[IP].chksum
                 assert Ether(bytes(rebuilt))[IP].chksum == packet[IP].chksum, "IPv4 checksum wrong"
         self.write_pcaps()
+        self.cover.write()
         cocotb.log.info("%s: %d packets, counters %s", name, len(self.received), counters)
         return model
 
@@ -228,6 +319,9 @@ async def unknown_flows_untouched(dut):
     await tb.reset(dut)
     sent = [bytes(roce_packet(qp=rng.randrange(1 << 24), psn=n, tos=rng.randrange(256),
                               payload=bytes(rng.randrange(300)))) for n in range(100)]
+    # the undefined opcode 0 with the first packet's QP maps nothing (installed, an ECT one would be marked)
+    t.config(op=0, qp=Ether(sent[0])[BTH].dqpn, job=0, position=0)
+    await t.settle()
     for packet in sent:
         t.send(packet)
     await t.settle()
@@ -311,6 +405,23 @@ async def checksum_second_fold(dut):
         expected = Ether(raw)
         del expected[IP].chksum
         assert Ether(raw)[IP].chksum == Ether(bytes(expected))[IP].chksum, f"checksum {target:#06x}, ECN {tos}"
+
+
+@cocotb.test()
+async def delta_edges(dut):
+    """delta = 2: one flow walks ahead of its ring, one step per packet, through every edge of the
+    mark decision with each ECN kind: Not-ECT within delta, ECT at delta (kept), Not-ECT at delta + 1
+    (counted not_ect), ECT beyond (marked), CE beyond (kept CE, not counted)."""
+    t = TB(dut)
+    await tb.reset(dut)
+    await install_ring(t, 0, 1, 2)
+    tos = [NOT_ECT, ECT0, NOT_ECT, ECT1, CE]
+    for psn, code in enumerate(tos):
+        t.send(ring_packet(0, 0, psn, tos=code))
+    await t.settle()
+    model = t.check("delta_edges")
+    assert [Ether(raw)[IP].tos & 3 for raw in t.received] == [NOT_ECT, ECT0, NOT_ECT, CE, CE]
+    assert model.counters["marked"] == 1 and model.counters["not_ect"] == 1, model.counters
 
 
 @cocotb.test()

@@ -405,6 +405,106 @@ def test_ipv6_layout_matches_scapy(rng):
 
 # --- RTL under Verilator ------------------------------------------------------------------------------
 
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+EARLY = "malformed, bad next header, hop limit and no route are decided before the lookup: no egress queue"
+NO_ECN = "only a fabric-bound ECT packet in the ramp is marked (SPEC 5: Not-ECT and CE are never marked)"
+LAST_HOP = "no CE mark towards a last-hop port (SPEC 5)"
+TRIM_IN = "a packet arriving with a trim DSCP goes to the priority queue: trim_forwarded or trim_overflow"
+NOT_TRIM_IN = "trim_forwarded/trim_overflow-on-arrival need a trim DSCP; data packets are forwarded/trimmed"
+QUEUE_ROOM = "forwarded needs data depth < capacity; trimmed and data_overflow need it >= capacity"
+ECN = {wire.NOT_ECT: "not_ect", wire.ECT0: "ect0", wire.ECT1: "ect1", wire.ECN_CE: "ce"}
+
+
+def depth_bin(d, p):
+    """Where a data-queue depth sits on the ECN ramp and at the capacity (the decision's edges)."""
+    top = p.ecn_kmin + (1 << p.ecn_span_log2)
+    return ("=cap" if d == p.data_capacity else ">cap" if d > p.data_capacity else "=cap-1" if d == p.data_capacity - 1
+            else "<kmin" if d < p.ecn_kmin else "=kmin" if d == p.ecn_kmin else "=kmin+1" if d == p.ecn_kmin + 1
+            else "=ramp_top" if d == top else ">ramp_top" if d > top else "ramp")
+
+
+def coverage():
+    """The forwarder's functional coverage: every verdict, each at the queue, ECN and trim edges of SPEC 5."""
+    cover = tb.Coverage("usid_forwarder")
+    cover.point("verdict", VERDICTS)
+    cover.point("lookup", ("shifted_hit", "unshifted_hit", "shifted_miss", "unshifted_miss"))
+    cover.point("hlim", ("0", "1", "2", "mid", "255"))
+    cover.point("decap", ("decap", "transit"))
+    cover.point("egress", ("fabric", "last_hop"))
+    cover.point("ecn", tuple(ECN.values()))
+    cover.point("dscp", ("data", "trim", "trim_last"))
+    cover.point("depth", ("<kmin", "=kmin", "=kmin+1", "ramp", "=ramp_top", ">ramp_top", "=cap-1", "=cap", ">cap"))
+    cover.point("prio", ("<pcap-1", "=pcap-1", "=pcap", ">pcap"))
+    cover.point("mark", ("marked", "not_marked"))
+    cover.point("lfsr", ("r<d-kmin-1", "r=d-kmin-1", "r=d-kmin", "r>d-kmin"))   # mark iff r < d - kmin
+    cover.point("trim_len", ("<trim_len", "=trim_len", ">trim_len"))
+    cover.point("mrc", ("mrc", "not_mrc"))
+    queue = ("forwarded", "trimmed", "trim_forwarded", "data_overflow", "trim_overflow")
+    early = {(v, None): EARLY for v in VERDICTS if v not in queue}
+    cover.cross("verdict_x_dscp", "verdict", "dscp", unreachable={
+        **early, **{(v, d): TRIM_IN for v in ("forwarded", "trimmed", "data_overflow") for d in ("trim", "trim_last")},
+        ("trim_forwarded", "data"): NOT_TRIM_IN})
+    cover.cross("verdict_x_depth", "verdict", "depth", unreachable={
+        **early, **{("forwarded", d): QUEUE_ROOM for d in ("=cap", ">cap")},
+        **{(v, d): QUEUE_ROOM for v in ("trimmed", "data_overflow")
+           for d in ("<kmin", "=kmin", "=kmin+1", "ramp", "=ramp_top", ">ramp_top", "=cap-1")}})
+    cover.cross("verdict_x_decap", "verdict", "decap", unreachable=early)
+    cover.cross("mark_x_ecn_x_egress", "mark", "ecn", "egress", unreachable={
+        ("marked", "not_ect", None): NO_ECN, ("marked", "ce", None): NO_ECN, ("marked", None, "last_hop"): LAST_HOP})
+    cover.cross("mark_x_depth", "mark", "depth", unreachable={
+        **{("marked", d): "no mark at or below kmin (SPEC 5 ramp)" for d in ("<kmin", "=kmin")},
+        **{(None, d): "the mark decision is taken for forwarded packets only: data depth < capacity"
+           for d in ("=cap", ">cap")}})
+    return cover
+
+
+def coverage_values(raw, data_depth, prio_depth, p, routes, r, out):
+    """Coverage values of one packet: the model's verdict ``out`` and the conditions it was taken under
+    (``r``: the LFSR's top bits the model drew for it)."""
+    verdict = out["verdict"]
+    values = {"verdict": verdict}
+    if verdict in ("malformed", "bad_next_header"):
+        return values
+    o = wire.OUTER_OFFSET
+    hlim = raw[o + wire.IPV6_HLIM_AT]
+    values["hlim"] = {0: "0", 1: "1", 2: "2", 255: "255"}.get(hlim, "mid")
+    if verdict == "hop_limit":
+        return values
+    da = int.from_bytes(raw[o + wire.IPV6_DST_AT:o + wire.IPV6_DST_AT + 16], "big")
+    shifted = da >> 80 == p.locator << 16 | p.my_usid
+    values["lookup"] = ("shifted_" if shifted else "unshifted_") + ("miss" if verdict == "no_route" else "hit")
+    if verdict == "no_route":
+        return values
+    egress, decap = routes[(shift_da(da) if shifted else da) >> 80]
+    tc = tc_of(raw, o)
+    if decap:                   # SPEC 5 decap: the inner TC, with the outer CE and trim DSCP carried in
+        inner = tc_of(raw, wire.INNER_OFFSET)
+        if tc & 3 == wire.ECN_CE and inner & 3 in (wire.ECT0, wire.ECT1):
+            inner |= wire.ECN_CE
+        tc = (tc & 0xFC) | (inner & 3) if tc >> 2 in (p.dscp_trim, p.dscp_trim_last) else inner
+    d, pd, last = data_depth[egress], prio_depth[egress], p.last_hop >> egress & 1
+    values.update(decap="decap" if decap else "transit", egress="last_hop" if last else "fabric", ecn=ECN[tc & 3],
+                  dscp="trim" if tc >> 2 == p.dscp_trim else "trim_last" if tc >> 2 == p.dscp_trim_last else "data",
+                  depth=depth_bin(d, p), prio=("=pcap" if pd == p.prio_capacity else ">pcap" if pd > p.prio_capacity
+                                               else "=pcap-1" if pd == p.prio_capacity - 1 else "<pcap-1"))
+    if verdict == "forwarded":
+        values["mark"] = "marked" if out["marked"] else "not_marked"
+        if not last and tc & 3 in (wire.ECT0, wire.ECT1) and d > p.ecn_kmin:
+            edge = d - p.ecn_kmin
+            values["lfsr"] = ("r<d-kmin-1" if r < edge - 1 else "r=d-kmin-1" if r == edge - 1
+                              else "r=d-kmin" if r == edge else "r>d-kmin")
+    if verdict in ("trimmed", "data_overflow"):
+        values["mrc"] = "mrc" if is_mrc_data(raw) else "not_mrc"
+    if verdict == "trimmed":
+        n = len(raw) - wire.IPV6_BYTES * decap
+        values["trim_len"] = "=trim_len" if n == p.trim_len else ">trim_len" if n > p.trim_len else "<trim_len"
+    return values
+
+
+def tc_of(raw, at):
+    return (raw[at] & 0x0F) << 4 | raw[at + 1] >> 4
+
+
 #: Liveness bound: cycles without a result while results are due.
 PATIENCE = 200
 
@@ -430,6 +530,7 @@ class TB(tb.BlockTB):
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
         self.inputs, self.outputs = [], []
+        self.cover = coverage()
         self.fresh()
         cocotb.start_soon(self._consume())
 
@@ -456,7 +557,9 @@ class TB(tb.BlockTB):
         prio_depth = prio_depth or [0] * p.ports
         self.source.send_nowait({"hdr": int.from_bytes(raw[:HDR_BYTES], "little"), "length": len(raw),
                                  "port": port, "data_depth": data_depth, "prio_depth": prio_depth})
+        r = self.model.lfsr >> (16 - p.ecn_span_log2)
         out = self.model.process(raw, port, data_depth, prio_depth)
+        self.cover.sample(**coverage_values(raw, data_depth, prio_depth, p, self.model.routes, r, out))
         self.board.expect((out["verdict"], out["port"], out["queue"], out["decap"], out["marked"], out["packet"]))
         self.sent.append(raw)
         self.inputs.append(tb.Frame(tb.now(), raw))
@@ -496,6 +599,7 @@ class TB(tb.BlockTB):
         top = (1 << self.params.counter_bits) - 1
         assert all(counters[v] == min(self.tally[v], top) for v in VERDICTS), (counters, self.tally)
         self.write_pcaps(self.inputs, self.outputs)
+        self.cover.write()
         return counters
 
 
