@@ -251,3 +251,18 @@ def test_blocks():
     assert result.returncode == 0, result.stderr
     assert [line.split()[0] for line in result.stdout.splitlines()[::2]] == list(BLOCKS)
     assert "unrecognized arguments: --nosuch" in fails("blocks", "--nosuch")
+
+
+def test_coverage_merge_drops_bins_declared_unreachable_later(tmp_path, monkeypatch):
+    """A test directory written before a bin was declared unreachable still lists it with 0 hits;
+    the merge must not report it as a hole."""
+    import json
+
+    from tools import coverage
+    monkeypatch.setattr(coverage, "BUILD", tmp_path)
+    old = {"items": {"p": {"bins": {"a": 0, "b": 2}, "unreachable": {}}}}
+    new = {"items": {"p": {"bins": {"b": 1}, "unreachable": {"a": "cannot happen"}}}}
+    for test, record in (("old", old), ("new", new)):
+        (tmp_path / "blk" / "x-cov" / test).mkdir(parents=True)
+        (tmp_path / "blk" / "x-cov" / test / "functional.json").write_text(json.dumps(record))
+    assert coverage.functional("blk") == {"p": {"bins": {"b": 3}, "unreachable": {"a": "cannot happen"}}}

@@ -150,6 +150,9 @@ def functional(name):
             for b, hits in record["bins"].items():
                 merged["bins"][b] = merged["bins"].get(b, 0) + hits
             merged["unreachable"].update(record["unreachable"])
+    for merged in items.values():       # a run older than a bin's `unreachable` declaration lists it
+        for b in merged["unreachable"]:
+            merged["bins"].pop(b, None)
     return items
 
 
