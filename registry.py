@@ -74,7 +74,10 @@ BLOCKS = {b.name: b for b in [
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
-          stimulus="mixed"),
+          stimulus="mixed",
+          # the default stage 3 (models.pipeline.PipelineParams.spill) in Spillway's disaggregated mode
+          variants={"disaggregated": {"spill": {"high": 12, "low": 4, "capacity": 8, "handle_bits": 6,
+                                                "data_bytes": 128, "mode": "disaggregated"}}}),
     Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
     Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",

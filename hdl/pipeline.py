@@ -8,8 +8,9 @@ from hdl.aggregator import Aggregator
 from hdl.packet import packet_signature
 from hdl.progress_regfile import ProgressRegfile
 from hdl.spill_buffer import SpillBuffer
+from hdl.spill_node import link_layout
 from models.params import check
-from models.pipeline import COUNTERS, PipelineParams
+from models.pipeline import COUNTERS, PipelineParams, counters
 
 __all__ = ["Pipeline", "PipelineParams", "COUNTERS", "OutMeta"]
 
@@ -40,6 +41,16 @@ class Pipeline(wiring.Component):
     stored beats of each descriptor with ``meta.port`` and ``meta.spilled``.
 
     Stages 1 and 2 are register stages (latency 1 each); one beat per cycle end to end.
+
+    ``spill.mode`` selects stage 3. ``"inswitch"`` (default; the baseline: spilled handles wait
+    in the switch, the packets in the packet store above). ``"disaggregated"`` (Spillway as the
+    paper describes it): stage 3 is the switch side of the disaggregated design (``SpillBuffer``
+    in that mode: its ingress FIFO of ``spill.buffer`` beats, the credit core, the return buffer)
+    and its ``o`` is the pipeline's ``o``; there is no packet store (``beats`` unused). Spilled
+    packets leave whole on ``spill_o`` (spill header, DATA) with the drain requests (DRAIN), and
+    come back on ``spill_i`` (RETURN, always ready); ``credits`` and ``outstanding`` are the
+    switch side's; the counters are ``agg_*``, ``sym_*`` and ``spill_*`` of ``CREDIT_COUNTERS``
+    (``models.pipeline.counters(params)``).
     """
 
     def __init__(self, params=None):
@@ -47,25 +58,61 @@ class Pipeline(wiring.Component):
         self.agg, self.sym, self.spill = Aggregator(p.agg), ProgressRegfile(p.sym), SpillBuffer(p.spill)
         ports, data_bytes, counter_bits = p.spill.ports, p.data_bytes, p.spill.counter_bits
         self.ports, self.handle_bits, self.beats, self.data_bytes = ports, p.spill.handle_bits, p.beats, data_bytes
-        super().__init__({
+        self.disaggregated = p.spill.mode == "disaggregated"
+        self.counter_names = counters(p)
+        signature = {
             "i": In(packet_signature(data_bytes)),
             "o": Out(packet_signature(data_bytes, OutMeta)),
             "cfg": In(stream.Signature(progress_regfile.config_layout(p.sym.jobs, p.sym.ring, p.sym.step_bits,
                                                                       p.sym.age_bits))),
             "qdepth": In(data.ArrayLayout(p.spill.depth_bits, ports)),
-            **{name: Out(counter_bits) for name in COUNTERS},
-        })
-        self.busy = Signal(1 << self.handle_bits)    # store entries in use (public for the formal spec)
+        }
+        if self.disaggregated:
+            link = link_layout(data_bytes)
+            signature.update({
+                "spill_o": Out(stream.Signature(link)),
+                "spill_i": In(stream.Signature(link)),
+                "credits": Out(data.ArrayLayout(range(p.spill.capacity + 1), ports)),
+                "outstanding": Out(range(ports * p.spill.capacity + 1)),
+            })
+        signature.update({name: Out(counter_bits) for name in self.counter_names})
+        super().__init__(signature)
+        if not self.disaggregated:
+            self.busy = Signal(1 << self.handle_bits)    # store entries in use (public for the formal spec)
 
-    def elaborate(self, platform):
-        m = Module()
+    def _stages(self, m):
+        """Stages 1 and 2 and their wiring; returns the three stages."""
         m.submodules.agg, m.submodules.sym, m.submodules.spill = agg, sym, spill = (
             self.agg, self.sym, self.spill)
-        B, entries = self.beats, 1 << self.handle_bits
         wiring.connect(m, wiring.flipped(self.i), agg.i)
         wiring.connect(m, agg.o, sym.i)
         wiring.connect(m, wiring.flipped(self.cfg), sym.cfg)
         m.d.comb += spill.qdepth.eq(self.qdepth)
+        return agg, sym, spill
+
+    def _counters(self, m, agg, sym, spill_names):
+        for block, names, prefix in ((agg, aggregator.COUNTERS, "agg_"),
+                                     (sym, progress_regfile.COUNTERS, "sym_"),
+                                     (self.spill, spill_names, "spill_")):
+            m.d.comb += [getattr(self, prefix + name).eq(getattr(block, name)) for name in names]
+
+    def _elaborate_disaggregated(self):
+        m = Module()
+        agg, sym, spill = self._stages(m)
+        wiring.connect(m, sym.o, spill.i)
+        wiring.connect(m, spill.o, wiring.flipped(self.o))
+        wiring.connect(m, spill.spill_o, wiring.flipped(self.spill_o))
+        wiring.connect(m, wiring.flipped(self.spill_i), spill.spill_i)
+        m.d.comb += [self.credits.eq(spill.credits), self.outstanding.eq(spill.outstanding)]
+        self._counters(m, agg, sym, spill_buffer.CREDIT_COUNTERS)
+        return m
+
+    def elaborate(self, platform):
+        if self.disaggregated:
+            return self._elaborate_disaggregated()
+        m = Module()
+        agg, sym, spill = self._stages(m)
+        B, entries = self.beats, 1 << self.handle_bits
 
         # Packet store, written as beats enter stage 3.
         entry = data.StructLayout({"data": 8 * self.data_bytes, "keep": self.data_bytes, "last": 1})
@@ -121,10 +168,7 @@ class Pipeline(wiring.Component):
                 m.d.sync += busy[k].eq(0)
 
         # Counters.
-        for block, names, prefix in ((agg, aggregator.COUNTERS, "agg_"),
-                                     (sym, progress_regfile.COUNTERS, "sym_"),
-                                     (spill, spill_buffer.COUNTERS, "spill_")):
-            m.d.comb += [getattr(self, prefix + name).eq(getattr(block, name)) for name in names]
+        self._counters(m, agg, sym, spill_buffer.COUNTERS)
         for name, event in (("oversize", done & long), ("store_stalls", sym.o.valid & waiting)):
             counter = getattr(self, name)
             with m.If(event):

@@ -1,4 +1,8 @@
-"""Golden model of ``hdl.pipeline.Pipeline``: the three block models behind two register stages."""
+"""Golden model of ``hdl.pipeline.Pipeline``: the three block models behind two register stages.
+
+``spill.mode`` selects stage 3: ``"inswitch"`` (the baseline: the in-switch spill buffer manager and
+the packet store) or ``"disaggregated"`` (Spillway's switch side: no packet store, spilled packets
+leave on ``spill_o`` for a spill node and come back on ``spill_i``)."""
 import collections
 from dataclasses import dataclass
 
@@ -9,13 +13,22 @@ from models.params import Params, check, param
 from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
 from models.spill_buffer import SpillBufferModel, SpillBufferParams
 
-__all__ = ["PipelineParams", "PipelineModel", "COUNTERS"]
+__all__ = ["PipelineParams", "PipelineModel", "COUNTERS", "DISAGGREGATED_COUNTERS", "counters"]
 
-#: Counter ports: each stage's counters under its prefix, then the packet store's own.
+#: Counter ports (in-switch mode): each stage's counters under its prefix, then the packet store's own.
 COUNTERS = ([f"agg_{name}" for name in aggregator.COUNTERS]
             + [f"sym_{name}" for name in progress_regfile.COUNTERS]
             + [f"spill_{name}" for name in spill_buffer.COUNTERS]
             + ["oversize", "store_stalls"])
+#: Counter ports in disaggregated mode: stage 3's are the credit core's; there is no packet store.
+DISAGGREGATED_COUNTERS = ([f"agg_{name}" for name in aggregator.COUNTERS]
+                          + [f"sym_{name}" for name in progress_regfile.COUNTERS]
+                          + [f"spill_{name}" for name in spill_buffer.CREDIT_COUNTERS])
+
+
+def counters(params):
+    """The counter port names of ``Pipeline(params)`` (they depend on ``params.spill.mode``)."""
+    return DISAGGREGATED_COUNTERS if params.spill.mode == "disaggregated" else COUNTERS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +37,8 @@ class PipelineParams(Params):
 
     The stages share the bus (``data_bytes``) and counter width; the aggregator's PS and multicast
     ports are egress ports of the spill buffer; the store has ``2**spill.handle_bits`` entries of
-    ``beats`` beats.
+    ``beats`` beats (in-switch mode only: with ``spill.mode="disaggregated"`` there is no store and
+    ``beats`` is unused; the switch side's ingress FIFO is ``spill.buffer`` beats).
     """
     agg: AggregatorParams = param(AggregatorParams(data_bytes=128, mcast_port=3), doc="stage 1")
     sym: ProgressRegfileParams = param(ProgressRegfileParams(data_bytes=128), doc="stage 2")
@@ -68,13 +82,19 @@ class PipelineModel:
     is one clock cycle (``valid``: the next announced beat is on ``i``; ``cmd``: the command on
     ``cfg``, or None); it returns ``(i_ready, cfg_ready, o_valid, o_beat)`` and advances the state
     as the clock edge does.
+
+    With ``spill.mode="disaggregated"`` stage 3 is ``SpillSwitchModel`` and ``o`` is its ``o``
+    directly; ``step`` also takes ``spill_o_ready`` and ``spill_i`` (the beat on the return link, or
+    None) and leaves that cycle's ``spill_o`` beat (or None) and ``credits`` in ``self.spill_o`` /
+    ``self.credits``.
     """
 
     def __init__(self, params=None):
         p = self.params = check(params, PipelineParams)
         self.agg = AggregatorModel(p.agg)
         self.sym = ProgressRegfileModel(p.sym)
-        self.spill = SpillBufferModel(p.spill)
+        self.spill = SpillBufferModel(p.spill)     # a SpillSwitchModel in disaggregated mode
+        self.disaggregated = p.spill.mode == "disaggregated"
         self.entries, self.beats, self.width = 1 << p.spill.handle_bits, p.beats, p.data_bytes
         self.reset()
 
@@ -89,7 +109,8 @@ class PipelineModel:
         self.store = [[] for _ in range(self.entries)]
         self.busy, self.long = [False] * self.entries, [False] * self.entries
         self.handle = self.sent = 0
-        self.counters = {"oversize": 0, "store_stalls": 0}
+        self.counters = {} if self.disaggregated else {"oversize": 0, "store_stalls": 0}
+        self.spill_o, self.credits = None, None
 
     def packet(self, raw, meta):
         raw = bytes(raw)
@@ -118,6 +139,10 @@ class PipelineModel:
 
     def state(self):
         """Summary for failure messages: stages, handle, busy entries, current descriptor."""
+        if self.disaggregated:
+            return (f"stage1 {self.stage1 is not None}, stage2 {self.stage2 is not None}, "
+                    f"credits {self.spill.core.credits}, verdicts {len(self.spill.verdicts)}, "
+                    f"outstanding {self.spill.outstanding()}")
         return (f"stage1 {self.stage1 is not None}, stage2 {self.stage2 is not None}, "
                 f"handle {self.handle}, busy {[h for h, b in enumerate(self.busy) if b]}, "
                 f"long {[h for h, b in enumerate(self.long) if b]}, descriptor {self.spill.out}, "
@@ -131,7 +156,30 @@ class PipelineModel:
         counters.update(self.counters)
         return counters
 
-    def step(self, valid, qdepth, o_ready, cmd=None):
+    def _advance(self, enter, valid, cmd):
+        """Stages 1 and 2 at the clock edge; ``enter``: stage 3 takes stage 2's beat. Returns
+        ``(load1, load2)`` (the ready of ``i`` and of ``cfg``)."""
+        load2 = self.stage2 is None or enter
+        take2 = load2 and cmd is None           # a command takes stage 2's cycle
+        load1 = self.stage1 is None or take2
+        if load2 and cmd is not None:
+            self.sym.config(cmd)
+        if load2:
+            self.stage2 = None if self.stage1 is None or not take2 else self._stage2(self.stage1)
+        if load1:
+            self.stage1 = self._stage1(*self.ingress.popleft()) if valid else None
+        return load1, load2
+
+    def _step_disaggregated(self, valid, qdepth, o_ready, cmd, spill_o_ready, spill_i):
+        out = self.spill.step(self.stage2, qdepth, o_ready, spill_o_ready, spill_i)
+        self.spill_o, self.credits = out["spill_o"], out["credits"]
+        enter = self.stage2 is not None and out["i_ready"]
+        load1, load2 = self._advance(enter, valid, cmd)
+        return load1, load2, out["o"] is not None, out["o"]
+
+    def step(self, valid, qdepth, o_ready, cmd=None, spill_o_ready=True, spill_i=None):
+        if self.disaggregated:
+            return self._step_disaggregated(valid, qdepth, o_ready, cmd, spill_o_ready, spill_i)
         # Egress: the stored beats of the spill buffer's current descriptor.
         desc = self.spill.out
         o_beat, d_ready = None, False
@@ -150,10 +198,6 @@ class PipelineModel:
         s_ready, _, _ = self.spill.step(offered, qdepth, d_ready)
         dropped = self.spill.counters["spill_overflow"] + self.spill.counters["malformed"] > before
         enter = offered is not None and s_ready
-        load2 = self.stage2 is None or enter
-        take2 = load2 and cmd is None           # a command takes stage 2's cycle
-        load1 = self.stage1 is None or take2
-        outputs = (load1, load2, o_beat is not None, o_beat)
 
         # The clock edge.
         if desc is not None and d_ready:
@@ -173,10 +217,5 @@ class PipelineModel:
                 self.long[self.handle] = not entry[-1]["last"]
                 self.busy[self.handle] = not dropped
                 self.handle = (self.handle + 1) % self.entries
-        if load2 and cmd is not None:
-            self.sym.config(cmd)
-        if load2:
-            self.stage2 = None if self.stage1 is None or not take2 else self._stage2(self.stage1)
-        if load1:
-            self.stage1 = self._stage1(*self.ingress.popleft()) if valid else None
-        return outputs
+        load1, load2 = self._advance(enter, valid, cmd)
+        return load1, load2, o_beat is not None, o_beat

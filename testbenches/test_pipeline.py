@@ -1,4 +1,9 @@
-"""Switch pipeline top under Verilator, checked cycle by cycle against the composed golden model."""
+"""Switch pipeline top under Verilator, checked cycle by cycle against the composed golden model.
+
+In disaggregated mode (``spill.mode="disaggregated"``) the spill link is closed by a spill node model
+(``SpillNodeModel``) behind Python delay lines of ``LATENCY`` cycles each way: ``spill_o`` and
+``credits`` are compared with the model every cycle, the node's returns drive ``spill_i``."""
+import collections
 import itertools
 import random
 
@@ -9,10 +14,23 @@ from hdl import aggregator, spill_buffer
 from hdl.packet import beat_layout
 from hdl.pipeline import OutMeta, Pipeline, PipelineParams
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
+from hdl.spill_node import link_layout
 from models import wire
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
-from models.pipeline import PipelineModel
+from models.pipeline import PipelineModel, counters
+from models.spill_node import SpillNodeModel
 from testbenches import runner, tb
+from testbenches.spillway_top import node_params
+
+#: Spill link delay, cycles each way (disaggregated mode).
+LATENCY = 6
+
+
+def _masked(beat):
+    """A beat with the data bytes past ``keep`` cleared (they are don't-care)."""
+    if beat is None:
+        return None
+    return dict(beat, data=beat["data"] & (1 << 8 * beat["keep"].bit_length()) - 1)
 
 
 class TB(tb.BlockTB):
@@ -34,6 +52,15 @@ class TB(tb.BlockTB):
         self.cycle = 0
         self.sent = []                      # ingress packets (bytes, port)
         self.bursting = False
+        self.disaggregated = self.block.disaggregated
+        if self.disaggregated:
+            self.counter_names = counters(self.params)
+            self.link = link_layout(self.width)
+            self.node = SpillNodeModel(node_params(self.params.spill))
+            self.link_pause = 0.0               # probability of back-pressure on spill_o and the node's output
+            self.down, self.up = collections.deque(), collections.deque()  # (due cycle, beat) each way
+            dut.spill_i__valid.value = 0
+            dut.spill_o__ready.value = 1
         cocotb.start_soon(self._monitor())
 
     async def reset(self):
@@ -41,6 +68,10 @@ class TB(tb.BlockTB):
         self.model.reset()
         self.sink.clear()
         self.queues = [0] * self.ports
+        if self.disaggregated:                  # the links and the node are reset with the switch (chosen)
+            self.node.reset()
+            self.down.clear()
+            self.up.clear()
 
     async def config(self, **cmd):
         """Send one cfg command and wait until it is taken."""
@@ -59,16 +90,26 @@ class TB(tb.BlockTB):
     async def _monitor(self):
         dut, layout = self.dut, beat_layout(self.width, OutMeta)
         depth = self.qdepth()
+        rng = random.Random(tb.seed() + 1)
         while True:
             await RisingEdge(dut.clk)
             if self.in_reset():
+                if self.disaggregated:
+                    dut.spill_i__valid.value = 0
                 continue
             i_valid, o_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__valid.value), bool(dut.o__ready.value)
             cmd = (tb.unpack(self.cfg.layout, dut.cfg__payload.value.to_unsigned())
                    if dut.cfg__valid.value else None)
             state = self.model.state()
-            i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd)
+            link = {}
+            if self.disaggregated:
+                link = {"spill_o_ready": bool(dut.spill_o__ready.value),
+                        "spill_i": (tb.unpack(self.link, dut.spill_i__payload.value.to_unsigned())
+                                    if dut.spill_i__valid.value else None)}
+            i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd, **link)
             where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
+            if self.disaggregated:
+                self._link(where, link["spill_o_ready"], rng)
             if i_valid:
                 assert bool(dut.i__ready.value) == i_ready, \
                     f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
@@ -88,12 +129,44 @@ class TB(tb.BlockTB):
             depth = self.qdepth()
             dut.qdepth.value = tb.pack(self.block.spill.qdepth.shape(), depth)
 
+    def _link(self, where, so_ready, rng):
+        """Disaggregated mode: ``spill_o`` and ``credits`` vs the model; the spill link through the
+        delay lines and the node model; ``spill_i`` and ``spill_o.ready`` for the next cycle."""
+        dut = self.dut
+        got = (_masked(tb.unpack(self.link, dut.spill_o__payload.value.to_unsigned()))
+               if dut.spill_o__valid.value else None)
+        assert got == _masked(self.model.spill_o), f"{where}: spill_o {got}, model {_masked(self.model.spill_o)}"
+        credits = tb.unpack(self.block.credits.shape(), dut.credits.value.to_unsigned())
+        assert credits == self.model.credits, f"{where}: credits {credits}, model {self.model.credits}"
+        if got is not None and so_ready:
+            self.down.append((self.cycle + 1 + LATENCY, self.model.spill_o))
+        ni = self.down.popleft()[1] if self.down and self.down[0][0] <= self.cycle else None
+        no_ready = rng.random() >= self.link_pause
+        _, n_out = self.node.step(ni, no_ready)
+        assert max(self.node.stored) <= self.params.spill.capacity, "the node overflowed"
+        if n_out is not None and no_ready:
+            self.up.append((self.cycle + 1 + LATENCY, n_out))
+        if self.up and self.up[0][0] <= self.cycle + 1:
+            dut.spill_i__payload.value = tb.pack(self.link, self.up.popleft()[1])
+            dut.spill_i__valid.value = 1
+        else:
+            dut.spill_i__valid.value = 0
+        dut.spill_o__ready.value = int(rng.random() >= self.link_pause)
+
+    def idle(self):
+        """Nothing left inside the pipeline (model), nor on the spill link."""
+        if not self.disaggregated:
+            return not self.model.spill.pending
+        spill = self.model.spill
+        return (self.model.stage1 is None and self.model.stage2 is None and not spill.verdicts
+                and not spill.outstanding() and not self.down and not self.up)
+
     async def bursts(self, rng, period=100):
         """Cross traffic: every ``period`` cycles each port's load is 0 or above the high mark,
         until ``finish``."""
         self.bursting = True
         while self.bursting:
-            self.load = [rng.choice([0, 0, self.block.spill.high + 4]) for _ in range(self.ports)]
+            self.load = [rng.choice([0, 0, self.params.spill.high + 4]) for _ in range(self.ports)]
             for _ in range(period):
                 await RisingEdge(self.dut.clk)
 
@@ -104,7 +177,7 @@ class TB(tb.BlockTB):
         quiet = 0
         for _ in range(limit):
             await RisingEdge(self.dut.clk)
-            quiet = quiet + 1 if not (self.dut.o__valid.value or self.model.spill.pending) else 0
+            quiet = quiet + 1 if not self.dut.o__valid.value and self.idle() else 0
             if quiet == 8:
                 break
         assert quiet == 8, "the pipeline did not go idle"
@@ -113,11 +186,26 @@ class TB(tb.BlockTB):
         """Counters equal the model's; every packet of every stage is accounted for."""
         c = self.check_counters(self.model.all_counters())
         self.conserved("packets into stage 1", len(self.sent), **{k: c[f"agg_{k}"] for k in aggregator.COUNTERS})
-        stage3_in = sum(c[f"spill_{k}"] for k in spill_buffer.COUNTERS if k != "drained")
+        if self.disaggregated:
+            arrivals = ("forwarded", "spilled", "spill_overflow", "spill_oversize", "malformed")
+            stage3_in = sum(c[f"spill_{k}"] for k in arrivals)
+        else:
+            stage3_in = sum(c[f"spill_{k}"] for k in spill_buffer.COUNTERS if k != "drained")
         self.conserved("packets from stage 2 to stage 3", stage3_in,
                        **{k: c[f"sym_{k}"] for k in ("unknown", "malformed", "tracked")})
-        self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
-                       spill_drained=c["spill_drained"], oversize=-c["oversize"])
+        if self.disaggregated:
+            outstanding = int(self.dut.outstanding.value)
+            self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
+                           spill_reinjected=c["spill_reinjected"])
+            self.conserved("spilled", c["spill_spilled"], reinjected=c["spill_reinjected"], outstanding=outstanding)
+            assert outstanding == 0, f"{outstanding} spilled packets never came back"
+            node = self.node.counters
+            assert c["spill_misordered"] == c["spill_return_malformed"] == 0, c
+            assert node["overflow"] == node["drain_empty"] == node["malformed"] == 0, node
+            assert sum(m["spilled"] for _, m in self.sink.queue) == c["spill_reinjected"]
+        else:
+            self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
+                           spill_drained=c["spill_drained"], oversize=-c["oversize"])
         self.write_pcaps()
         cocotb.log.info("%s: %d in, %d out, counters %s, %d cycles", name, len(self.sent),
                         len(self.sink), {k: v for k, v in c.items() if v}, self.cycle)
@@ -186,6 +274,8 @@ async def random_traffic(dut):
     t = TB(dut)
     t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
     t.sink.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
+    if t.disaggregated:
+        t.link_pause = 0.15
     await t.reset()
     await setup_ring(t)
     for packet, port in mixed_traffic(rng, t.block, 600):
@@ -194,8 +284,9 @@ async def random_traffic(dut):
     await ClockCycles(dut.clk, 1500)
     await t.finish()
     c = t.counters()
-    assert c["spill_spilled"] and c["spill_drained"] and c["agg_completed"] and c["sym_marked"], c
-    assert c["oversize"] and c["spill_malformed"] and c["agg_passed"], c
+    back = c["spill_reinjected"] if t.disaggregated else c["spill_drained"]
+    assert c["spill_spilled"] and back and c["agg_completed"] and c["sym_marked"], c
+    assert (t.disaggregated or c["oversize"]) and c["spill_malformed"] and c["agg_passed"], c
     t.check("random_traffic")
 
 
@@ -222,11 +313,12 @@ async def line_rate(dut):
 
 @cocotb.test()
 async def store_full(dut):
-    """Congested ports fill the spill buffer and the packet store: stage 3 waits, nothing lost."""
+    """Congested ports fill the spill buffer and the packet store: stage 3 waits, nothing lost.
+    Disaggregated: the node's share of the port fills, the credits run out (``spill_overflow``)."""
     rng = random.Random(tb.seed())
     t = TB(dut)
     await t.reset()
-    t.load = [t.block.spill.high] + [0] * (t.ports - 1)
+    t.load = [t.params.spill.high] + [0] * (t.ports - 1)
     for n in range(4 * (1 << t.block.handle_bits)):
         t.send(roce_packet(src=f"10.0.4.{n % 5 + 1}", qp=0x400 + n % 3, psn=n,
                            payload=bytes(rng.randrange(0, 30))), 0)
@@ -235,7 +327,9 @@ async def store_full(dut):
     t.load = [0] * t.ports
     await t.finish()
     c = t.counters()
-    assert c["store_stalls"] and c["spill_spill_overflow"], c
+    assert (t.disaggregated or c["store_stalls"]) and c["spill_spill_overflow"], c
+    if t.disaggregated:
+        assert t.node.counters["returned"] and max(t.model.credits) == t.params.spill.capacity, (t.node.counters)
     t.check("store_full")
 
 
@@ -246,7 +340,7 @@ async def reset_mid_traffic(dut):
     t = TB(dut)
     await t.reset()
     await setup_ring(t)
-    t.load = [t.block.spill.high + 2, 0, 0, 0][:t.ports]
+    t.load = [t.params.spill.high + 2, 0, 0, 0][:t.ports]
     for packet, port in mixed_traffic(rng, t.block, 150):
         t.send(packet, port)
     for _ in range(rng.randrange(40, 120)):
@@ -265,6 +359,10 @@ PARAMS = {
     "switchml": PipelineParams.of(agg=dict(policy="switchml", slots=2),
                                   spill=dict(ports=2, high=5, low=1, capacity=6, drain_rate=2, drain_window=5,
                                              order="port", handle_bits=3), beats=1, data_bytes=96),
+    "disagg": PipelineParams.of(agg=dict(policy="esa"),
+                                spill=dict(mode="disaggregated", ports=2, high=5, low=2, capacity=6, drain_rate=1,
+                                           drain_window=3, handle_bits=4, mtu=200, buffer=8, return_slots=2),
+                                beats=2, data_bytes=96),
 }
 
 
