@@ -25,7 +25,7 @@ a valid checksum (RFC 1624 with both end-around-carry folds).
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
-from formal.runner import prove
+from formal.runner import any_streams, prove
 from hdl.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models.headers import roce_packet
 from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT
@@ -37,8 +37,8 @@ RING3 = PARAMS.replace(jobs=1, ring=3)
 
 def free_stream(m, port, ready):
     """Drive stream ``port`` with free values that stay put until ``ready`` takes them."""
+    any_streams(m, port)
     payload = port.payload.as_value()
-    m.d.comb += [port.valid.eq(AnySeq(1)), payload.eq(AnySeq(len(payload)))]
     held, value = Signal(), Signal(len(payload))
     m.d.sync += [held.eq(port.valid & ~ready), value.eq(payload)]
     with m.If(held):

@@ -24,6 +24,7 @@ A failing test names its seed, log and waveform.
 """
 import fcntl
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -136,7 +137,6 @@ def _keep_runtime(build_dir, cache):
 def _design_stamp(component_cls, params, src):
     """What the emitted Verilog depends on: the RTL and model sources, the component's own module
     (a testbench wrapper lives outside ``hdl/``), its name, the parameters and ``src``."""
-    import inspect
     digest = hashlib.sha256(f"{component_cls.__module__}.{component_cls.__qualname__}|{_encode(params)}|{src}".encode())
     files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").rglob("*.py"))
     files.append(Path(inspect.getsourcefile(component_cls)).resolve())
@@ -339,9 +339,6 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     batch = BATCHES.get((test_module, _encode(params)), [])
     batched = (len(batch) > 1 and testcase in batch and env is None and seed is None and not kind and not cover
                and "INNET_SESSION" in os.environ and not os.environ.get("INNET_SOLO"))
-    if not batched:
-        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
-            (test_dir / stale).unlink(missing_ok=True)
 
     build_args = BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else [])
     runner, runtime = _verilator_runner(build_args + [f"trace={kind}"])
@@ -372,13 +369,12 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     wave = test_dir / f"dump.{kind}" if kind else None
     if batched:
         _run_batch(runner, build_dir, test_module, batch, {**env, "INNET_RUN_DIR": str(build_dir)})
-    rerun = batched and not _passed(results, testcase)
-    if rerun:               # failed in the batch or never ran there: its own simulation decides
-        if log.exists():
+    alone = not (batched and _passed(results, testcase))  # a batch's failure is decided by a run alone
+    if alone:
+        if batched and log.exists():
             log.rename(test_dir / "batch.log")
-        for stale in ("summary.json", "results.xml"):
+        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
             (test_dir / stale).unlink(missing_ok=True)
-    if rerun or not batched:
         try:
             runner.test(
                 test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
@@ -388,7 +384,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         except SystemExit:
             pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
-    if rerun and total and not failed and (test_dir / "batch.log").exists():
+    if batched and alone and total and not failed and (test_dir / "batch.log").exists():
         warnings.warn(f"{block}/{testcase} failed in the simulation it shared with other tests but passed alone: "
                       f"it depends on state they left (set SOLO = True in {test_module}); batch log: "
                       f"{test_dir / 'batch.log'}", stacklevel=2)
