@@ -318,7 +318,7 @@ def malformed_packets():
     yield "truncated", Ether(bytes(dblp_packet(**good))[:wire.DBLP_HEADER_BYTES - 1])
     yield "other port", dblp_packet(port=4791, **good)
     yield "not udp", Ether() / IP(proto=6) / Raw(b"\0" * 40)
-    yield "ipv4 options", Ether() / IP(options=b"\x01\x01\x01\x00") / UDP(dport=DBLP_PORT) / DBLP(**good)
+    yield "ipv4 options", Ether() / IP(options=b"\x01\x01\x01\x00") / UDP(sport=49152, dport=DBLP_PORT) / DBLP(**good)
 
 
 @pytest.mark.parametrize("name,pkt", list(malformed_packets()), ids=[n for n, _ in malformed_packets()])

@@ -327,7 +327,7 @@ async def malformed_packets(dut):
     bad = [
         (raw[:30], 0),                                                        # truncated
         (bytes(Ether(type=ARP_ETHERTYPE) / Raw(bytes(60))), 0),               # not IPv4
-        (bytes(Ether() / IP(options=[b"\x01" * 4], proto=17) / UDP() / Raw(bytes(20))), 0),
+        (bytes(Ether() / IP(options=[b"\x01" * 4], proto=17) / UDP(sport=49152, dport=4791) / Raw(bytes(20))), 0),
         (bytes(Ether() / IP(proto=6) / Raw(bytes(40))), 0),                   # not UDP
         (raw, t.ports),                                                        # no such port
     ]

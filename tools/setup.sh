@@ -17,10 +17,16 @@ command -v perl >/dev/null || need+=(perl)
 [ -e /usr/include/lz4.h ] || need+=(liblz4-dev)
 [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# tshark runs the Wireshark dissectors' test (tools/wireshark/); without root it is skipped, saying so.
+if ! command -v tshark >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then need+=(tshark); else echo "setup: tshark missing (not root): the Wireshark dissector tests will be skipped"; fi
+fi
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: installing ${need[*]} (apt)"
         apt-get update -qq >/dev/null
+        # wireshark-common asks whether non-root users may capture: no (tshark only reads pcaps here)
+        echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null \
             || die "apt-get could not install: ${need[*]}"
     else
