@@ -78,9 +78,9 @@ report: setup
 bench: setup
 	$(PY) -m tools.bench --packets $(PACKETS) $(BLOCKS)
 
-## make waves [DUMP=path.vcd|.fst] SIGNALS='o__valid o__payload' [START=0 ROWS=50]
+## make waves [DUMP=path.vcd|.fst] SIGNALS='o__valid o__payload' [START=0 ROWS=50] [SVG=out.svg: timing diagram]
 waves: setup
-	$(PY) -m tools.waves $(DUMP) $(SIGNALS) --start $(or $(START),0) --rows $(or $(ROWS),50)
+	$(PY) -m tools.waves $(DUMP) $(SIGNALS) --start $(or $(START),0) --rows $(or $(ROWS),50) $(if $(SVG),--svg $(SVG))
 
 clean:
 	rm -rf build

@@ -100,6 +100,8 @@ def emit_verilog(component, path, name="top", src=False):
     """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed); ``src`` keeps
     Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them)."""
     text = verilog.convert(component, name=name, emit_src=src)
+    # Yosys's `\$auto$verilog_backend.cc:2355:dump_module$1`: GTKWave rejects a VCD holding ':' in a name
+    text = re.sub(r"\\\$auto\$verilog_backend\.cc:(\d+):(\w+)\$", r"\\$auto$verilog_backend_cc_\1_\2$", text)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
 
@@ -384,6 +386,9 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         except SystemExit:
             pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
+    if wave and wave.exists():
+        from tools import gtkw
+        gtkw.write(wave)        # `gtkwave dump.fst dump.gtkw`: ports grouped, struct fields split
     if batched and alone and total and not failed and (test_dir / "batch.log").exists():
         warnings.warn(f"{block}/{testcase} failed in the simulation it shared with other tests but passed alone: "
                       f"it depends on state they left (set SOLO = True in {test_module}); batch log: "

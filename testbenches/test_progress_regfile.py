@@ -299,8 +299,8 @@ async def random_traffic(dut):
         elif kind < 0.85:
             t.send(roce_packet(qp=rng.randrange(1 << 24), psn=n, payload=bytes(rng.randrange(40))))
         elif kind < 0.95:
-            t.send(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=49152 + n % 16384, dport=rng.choice([9, 4791]))
-                   / Raw(bytes(rng.randrange(0, 30))))
+            t.send(Ether() / IP(src="10.9.9.9", dst="10.9.9.8")
+                   / UDP(sport=49152 + n % 16384, dport=rng.choice([9, 4791])) / Raw(bytes(rng.randrange(0, 30))))
         else:
             t.send(Ether() / IP(options=[b"\x01" * 4]) / UDP(sport=49152, dport=4791) / BTH(dqpn=qp_of(0, 0)))
     await pacer

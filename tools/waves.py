@@ -3,11 +3,14 @@
     python -m tools.waves build/spill_buffer/<params>-vcd/random_traffic/dump.vcd o__valid o__payload
     python -m tools.waves --list dump.fst            # every signal name in the file
     python -m tools.waves dump.vcd 'o__*' --start 100 --rows 40
+    python -m tools.waves dump.vcd i__valid o__payload --start 100 --rows 30 --svg window.svg   # timing diagram
 
 Signals are matched by their name or full hierarchical name (glob patterns allowed; of same-named
 signals, the shallowest); values are shown in hex as sampled just before each rising edge of
 ``--clock`` (the value the flops see). With no file, the newest ``dump.vcd`` or ``dump.fst`` under
-``build/`` is used. Files are read with pywellen (VCD, FST and GHW).
+``build/`` is used. Files are read with pywellen (VCD, FST and GHW). ``--svg`` draws the same window
+as a timing diagram instead (``tools/timing.py``: WaveDrom, struct fields as named lanes, radix in
+each lane's name).
 """
 import fnmatch
 from pathlib import Path
@@ -113,6 +116,7 @@ def main(argv=None):
     parser.add_argument("--start", type=integer(0), default=0, help="first clock cycle to show")
     parser.add_argument("--rows", type=integer(1), default=50, help="number of cycles to show")
     parser.add_argument("--list", action="store_true", help="list the signals and exit")
+    parser.add_argument("--svg", metavar="PATH", help="write the window as a timing diagram (SVG) instead")
     args = parser.parse_args(argv)
     if args.dump and not args.dump.endswith(SUFFIXES) and "/" not in args.dump:
         args.signals.insert(0, args.dump)        # a signal, not a file
@@ -121,6 +125,11 @@ def main(argv=None):
     wave = load(dump)
     if args.list:
         print("\n".join(names(wave)))
+        return
+    if args.svg:
+        from tools import timing
+        source = timing.diagram(wave, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
+        print(f"{timing.render(source, args.svg)} ({dump}, cycles {args.start}..{args.start + args.rows - 1})")
         return
     header, body = table(wave, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
