@@ -16,6 +16,7 @@ import time
 import pytest
 
 from registry import ROOT
+from tools import gtkw
 from tools.blocks import readme_table, split
 
 pytestmark = pytest.mark.xdist_group("readme")
@@ -91,7 +92,10 @@ class Shell:
 
 
 def _sim(sh):
-    sh.sim()
+    dump = sh.sim()
+    saved = dump.with_suffix(".gtkw")               # the GTKWave save file the runner writes beside it
+    assert saved.exists(), f"no {saved}"
+    assert gtkw.signals(saved) and not gtkw.missing(saved, dump), gtkw.missing(saved, dump)
 
 
 def _report(sh):
@@ -142,6 +146,25 @@ def _make_waves(sh):
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cycle", "time"])
     assert lines[header].split() == ["cycle", "time", "i__valid", "i__ready", "o__valid", "o__payload"], out
     assert len(lines) - header - 1 == 40 and lines[header + 1].split()[0] == "100", out
+
+
+def _make_waves_svg(sh):
+    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='d__valid d__payload top.core.spill top.core.drain o__valid "
+                "o__payload pending' START=8 ROWS=26 SVG=build/window.svg")
+    svg = (sh.root / "build/window.svg").read_text()
+    for lane in ("d__valid", "spill", "drain", "handle (dec)", "spilled", "pending (dec)", "cycles 8..33"):
+        assert f">{lane}<" in svg, lane
+
+
+def _tshark(sh):
+    sh.sim()                # a run whose pcaps to decode
+    if not shutil.which("tshark"):
+        if os.geteuid() == 0:
+            pytest.fail("tshark is missing although this runs as root: tools/setup.sh (make setup) installs it")
+        pytest.skip("tshark is not installed and this is not root")
+    out, _ = sh(".venv/bin/python -m tools.tshark build/spill_buffer")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert rows and all(r[4] == "0" for r in rows) and any("infiniband" in r for r in rows), out
 
 
 def _waves_list(sh):
@@ -210,6 +233,9 @@ SMOKE = {
     "WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_vcd,
     "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
+    "make waves SIGNALS='d__valid d__payload top.core.spill top.core.drain o__valid o__payload pending' START=8 "
+    "ROWS=26 SVG=build/window.svg": _make_waves_svg,
+    ".venv/bin/python -m tools.tshark build/spill_buffer": _tshark,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
