@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
+from testbenches.test_cli import fails
 from tools import gtkw, timing
 from tools.waves import load
 
@@ -108,3 +109,8 @@ def test_timing_diagram(dump, tmp_path):
     texts = {"".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")}
     assert {"data (hex)", "meta.port (dec)", "i__valid"} <= texts, sorted(texts)
     json.dumps(source)      # plain JSON: `wavedrom` (or the WaveDrom editor) renders it as is
+
+
+def test_cli_bad_input(dump, tmp_path):
+    assert "No such file" in fails("gtkw", str(tmp_path / "nosuch.vcd"))
+    assert "no signal matches nosuch" in fails("waves", str(dump), "nosuch", "--svg", str(tmp_path / "w.svg"))

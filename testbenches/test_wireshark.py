@@ -27,6 +27,7 @@ from models.headers import (
     spill_frame,
 )
 from testbenches.runner import model_rng
+from testbenches.test_cli import cli, fails
 from tools import tshark
 
 
@@ -122,3 +123,11 @@ def test_broken_dissector_is_caught(pcap, tmp_path, monkeypatch):
     report = tshark.check(pcap[0])
     wrong = {re.search(r": (\S+) is", m).group(1) for m in report["mismatches"]}
     assert wrong == {"ina.index"}, report["mismatches"][:5]
+
+
+def test_cli(pcap, tmp_path):
+    assert "no such file" in fails("tshark", str(tmp_path / "nosuch.pcap"))
+    (tmp_path / "garbage.pcap").write_bytes(b"not a pcap")
+    assert "garbage.pcap" in fails("tshark", str(tmp_path / "garbage.pcap"))
+    result = cli("tools.tshark", "--strict", str(pcap[0]))
+    assert result.returncode == 0 and " 0  " in result.stdout.splitlines()[1], result.stdout + result.stderr

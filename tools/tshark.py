@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from scapy.contrib.roce import BTH
+from scapy.error import Scapy_Exception
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapReader
 
@@ -124,7 +125,10 @@ def check(pcap):
     malformed (or with an expert note of the malformed group) or scapy cannot decode is counted in
     ``malformed`` and not compared: bad-input tests write such frames on purpose.
     """
-    raws = [raw for raw, _ in RawPcapReader(str(pcap))]
+    try:
+        raws = [raw for raw, _ in RawPcapReader(str(pcap))]
+    except Scapy_Exception as error:
+        raise ValueError(f"{pcap}: {error}") from None
     layers = decode(pcap)
     if len(layers) != len(raws):
         raise ValueError(f"{pcap}: tshark decoded {len(layers)} packets, scapy read {len(raws)}")
