@@ -10,7 +10,7 @@ from models.params import Params
 from registry import BLOCKS, ROOT
 
 #: Modules of hdl/ that blocks share (not blocks themselves).
-SHARED = {"__init__", "packet", "headers", "parse"}
+SHARED = {"__init__", "packet", "headers", "parse", "axis"}
 
 
 @pytest.mark.parametrize("name", BLOCKS)

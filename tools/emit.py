@@ -3,9 +3,12 @@
     python -m tools.emit [-o OUTDIR] [block ...]      # default: every block, into build/verilog
 
 A block's variant ``v`` (``registry.Block.variants``) goes to ``<block>.<v>.v``; ``block[v]`` emits only it.
+A block with packet ports also gets its AXI4-Stream wrapper (``hdl/axis.py``), module ``<block>_axis``
+in ``<block>_axis.v``, with a comment listing the ``tuser`` bit layout of its packet ports.
 """
 from pathlib import Path
 
+from hdl.axis import AxiStream, is_packet, meta_fields
 from registry import BLOCKS, variant
 from testbenches.runner import emit_verilog
 from tools.cli import Parser, run
@@ -23,6 +26,20 @@ def main(argv=None):
     for b, overrides, stem in targets:
         emit_verilog(b.build(b.make_params(overrides)), out / f"{stem}.v", name=stem.replace(".", "_"))
         print(out / f"{stem}.v")
+        block = b.build(b.make_params(overrides))
+        packets = [name for name, member in block.signature.members.items() if is_packet(member)]
+        if packets:
+            name = stem.replace(".", "_") + "_axis"
+            path = out / f"{stem}_axis.v"
+            emit_verilog(AxiStream(block), path, name=name)
+            layout = "; ".join(f"{port}: " + (", ".join(f"tuser[{lo + width - 1}:{lo}] = meta.{field}"
+                                                        for field, lo, width in meta_fields(block, port))
+                                               or "no tuser") for port in packets)
+            text = path.read_text()
+            header = f"// AXI4-Stream wrapper of {stem} (hdl/axis.py); {layout}\n"
+            if not text.startswith(header):
+                path.write_text(header + text)
+            print(path)
 
 
 if __name__ == "__main__":
