@@ -11,8 +11,8 @@
   meta has no ``tuser``). ``tuser`` must hold its value on every beat of a packet (the block reads meta
   on every beat). ``first`` is not an AXI signal: on an input the wrapper raises it on the first beat
   after reset and after every beat with ``tlast``; on an output it is dropped;
-- any other stream (descriptors, commands, configuration) becomes ``tdata`` (the payload's bits, its
-  layout's field offsets), ``tvalid`` and ``tready``, no ``tlast``;
+- any other stream (descriptors, commands, configuration) becomes ``tdata`` (the payload's bits at
+  its layout's field offsets, zero-padded to whole bytes), ``tvalid`` and ``tready``, no ``tlast``;
 - the other ports (counters, status, watermarks) keep their names and widths.
 
 Names: the block's packet input ``i`` is ``s_axis_*`` and its packet output ``o`` is ``m_axis_*``
@@ -96,8 +96,8 @@ class AxiStream(wiring.Component):
                 if meta:
                     members[f"{prefix}_tuser"] = ctrl_in(meta)
             else:
-                members[f"{prefix}_tdata"] = ctrl_in(data.Layout.cast(payload).size
-                                                     if not isinstance(payload, int) else payload)
+                size = data.Layout.cast(payload).size if not isinstance(payload, int) else payload
+                members[f"{prefix}_tdata"] = ctrl_in(-(-size // 8) * 8)    # whole bytes, zero padded
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -127,7 +127,8 @@ class AxiStream(wiring.Component):
                     if "tuser" in axi:
                         m.d.comb += Value.cast(port.payload.meta).eq(axi["tuser"])
                 else:
-                    m.d.comb += Value.cast(port.payload).eq(axi["tdata"])
+                    payload = Value.cast(port.payload)
+                    m.d.comb += payload.eq(axi["tdata"][:len(payload)])
             else:
                 m.d.comb += axi["tvalid"].eq(port.valid)
                 if ready is not None:

@@ -123,7 +123,6 @@ async def spill_buffer(dut):
             for _ in range(rng.randrange(1, 12)):
                 await RisingEdge(dut.clk)
 
-    cocotb.start_soon(queues())
     seen = {"spilled": 0, "drained": 0, "forwarded": 0}
 
     async def monitor():
@@ -152,17 +151,38 @@ async def spill_buffer(dut):
             received.append(await sink.recv())
 
     cocotb.start_soon(collect())
-    for n in range(300):
-        packet = roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}", sport=rng.randrange(49152, 65536),
-                             qp=rng.randrange(2, 64), psn=n, payload=bytes(rng.choice((2, 40, 120))))
-        await source.send(AxiStreamFrame(bytes(packet), tuser=rng.randrange(p.ports)))
+
+    def packet(n):
+        return roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}", sport=rng.randrange(49152, 65536),
+                           qp=rng.randrange(2, 64), psn=n, payload=bytes(rng.choice((2, 40, 120))))
+
+    # Directed first: every queue at the high watermark spills, then every queue empty drains them
+    # and forwards (so each kind happens by construction), then random depths.
+    dut.qdepth.value = sum(p.high << (16 * i) for i in range(p.ports))
+    for port in range(p.ports):
+        await source.send(AxiStreamFrame(bytes(packet(port)), tuser=port))
+    await source.wait()
+    for _ in range(10):
+        await RisingEdge(dut.clk)
+    dut.qdepth.value = 0
+    for _ in range(1000):
+        if model.pending == 0:
+            break
+        await RisingEdge(dut.clk)
+    await source.send(AxiStreamFrame(bytes(packet(p.ports)), tuser=0))
+    await source.wait()
+    for _ in range(10):
+        await RisingEdge(dut.clk)
+    assert seen["spilled"] == p.ports and seen["drained"] == p.ports and seen["forwarded"] == 1, seen
+    cocotb.start_soon(queues())
+    for n in range(p.ports + 1, 300):
+        await source.send(AxiStreamFrame(bytes(packet(n)), tuser=rng.randrange(p.ports)))
     await source.wait()
     stop = True
     dut.qdepth.value = 0
     for _ in range(400):
         await RisingEdge(dut.clk)
     assert model.pending == 0 and int(dut.pending.value) == 0
-    assert all(seen.values()), f"this run did not forward, spill and drain: {seen}"
     assert len(received) == seen["forwarded"] + seen["drained"], (len(received), seen)
     tb.summary(counters={k: int(getattr(dut, k).value) for k in ("forwarded", "spilled", "drained")})
 
