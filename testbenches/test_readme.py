@@ -111,7 +111,10 @@ def _bench(sh):
 
 def _verilog(sh):
     out, _ = sh("make verilog BLOCKS=packet_fifo")
-    assert "build/verilog/packet_fifo.v" in out, out
+    assert "build/verilog/packet_fifo.v" in out and "build/verilog/packet_fifo_axis.v" in out, out
+    wrapper = (sh.root / "build/verilog/packet_fifo_axis.v").read_text()
+    assert wrapper.startswith("// AXI4-Stream wrapper of packet_fifo (hdl/axis.py); i: tuser[7:0] = meta.port")
+    assert re.search(r"^module packet_fifo_axis\(.*\bs_axis_tuser\b.*\bm_axis_tlast\b", wrapper, re.M), wrapper[:600]
 
 
 def _formal(sh):
