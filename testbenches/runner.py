@@ -375,7 +375,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     if alone:
         if batched and log.exists():
             log.rename(test_dir / "batch.log")
-        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst"):
+        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst", "dump.gtkw"):
             (test_dir / stale).unlink(missing_ok=True)
         try:
             runner.test(
