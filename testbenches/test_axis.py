@@ -175,7 +175,7 @@ async def spill_buffer(dut):
         await RisingEdge(dut.clk)
     assert seen["spilled"] == p.ports and seen["drained"] == p.ports and seen["forwarded"] == 1, seen
     cocotb.start_soon(queues())
-    for n in range(p.ports + 1, 300):
+    for n in range(p.ports + 1, 160):
         await source.send(AxiStreamFrame(bytes(packet(n)), tuser=rng.randrange(p.ports)))
     await source.wait()
     stop = True
