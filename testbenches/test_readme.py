@@ -140,6 +140,7 @@ def _waves_fst(sh):
     fst = sh.newest("spill_buffer/*/random_traffic/dump.fst", start)
     out, _ = sh(f".venv/bin/python -m tools.waves --list {fst}")
     assert "o__valid" in out, out
+    assert fst.with_suffix(".gtkw").exists() and not gtkw.missing(fst.with_suffix(".gtkw"), fst)
 
 
 def _make_waves(sh):
