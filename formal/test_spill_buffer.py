@@ -23,16 +23,17 @@ import os
 
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal, Value
 from amaranth.lib import data
 
 from formal.runner import prove
 from hdl.spill_buffer import CreditCore, SpillBuffer, SpillBufferParams, SpillCore
+from hdl.spill_node import SpillNode, SpillNodeParams
 from models import wire
 from models.headers import IP, UDP, Ether
 
 PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
-              depth_bits=2, handle_bits=3, counter_bits=4)
+                           depth_bits=2, handle_bits=3, counter_bits=4, mode="inswitch")
 
 
 class Tracked:
@@ -168,7 +169,8 @@ class ShiftFifo:
     def head(self):
         return self.items[0]
 
-    def update(self, push, item, pop):
+    def update(self, push, item, pop, push2=0, item2=None):
+        """``push2``/``item2``: a second item pushed in the same cycle, behind ``item``."""
         m, items = self.m, self.items
         with m.If(pop):
             m.d.sync += [items[k].eq(items[k + 1]) for k in range(self.depth - 1)]
@@ -176,7 +178,12 @@ class ShiftFifo:
             for k in range(self.depth):
                 with m.If(self.len - pop == k):
                     m.d.sync += items[k].eq(item)
-        m.d.sync += self.len.eq(self.len + push - pop)
+        if item2 is not None:
+            with m.If(push2):
+                for k in range(self.depth):
+                    with m.If(self.len - pop + push == k):
+                        m.d.sync += items[k].eq(item2)
+        m.d.sync += self.len.eq(self.len + push + push2 - pop)
 
 
 class CreditSpec(Elaboratable):
@@ -456,3 +463,184 @@ SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 5)
 
 def test_disaggregated_switch_bmc():
     prove(SwitchSpec(), "spill_switch_bmc", depth=SWITCH_DEPTH, mode="bmc")
+
+
+# --- Disaggregated mode, round trip: CreditCore + the SpillNode RTL, the links as free-delay channels ----
+
+#: The switch side's decisions (``CreditCore``) and the real spill node, at the node proof's narrow bus.
+TRIP_PARAMS = CREDIT_PARAMS.replace(return_slots=1, mtu=42)
+TRIP_NODE = SpillNodeParams(ports=2, capacity=2, mtu=42, data_bytes=23, counter_bits=4)
+
+
+class RoundTripSpec(Elaboratable):
+    """Per-flow order across the whole round trip with the node's RTL in the loop (abstract packets).
+
+    ``CreditCore`` decides with free arrivals, queue depths and ``hold``; each spill verdict puts an
+    abstract DATA frame (the 22-byte spill header with the verdict's port, flow and seq, and one inner
+    byte carrying the spec's tag of the tracked packets) on the **spill link**, each drain request a
+    one-beat DRAIN frame (count 1), in decision order (the byte-level switch keeps a DRAIN behind its
+    DATA frame: ``SwitchSpec``'s "a DRAIN never overtakes its DATA frame"). The spill link is a
+    free-delay FIFO channel: a frame's beats reach ``SpillNode.i`` whenever a free choice says so
+    (gaps between beats included); ``node.o.ready`` is free; RETURN frames go on the **return link**,
+    another free-delay FIFO channel, whose head reaches the core (``ret_valid``) at a free time, then
+    waits in a return buffer until a free ``done`` re-injects it. The spec's independent shadow:
+    per-port FIFOs of the DATA frames sent, the tracked packets' state (spilled, back) and the
+    channels' contents. Properties:
+
+    - the node returns, per origin port, exactly the DATA frames it was sent, in order, unchanged but
+      for ``op = RETURN`` (port, flow, seq, inner byte; on a 23-byte bus every frame is one beat);
+    - every return reaching the switch is accepted (it was asked for); ``misordered`` stays 0;
+    - credits: ``credit[p]`` + DATA frames of ``p`` not yet returned + returns of ``p`` on the link or
+      held == capacity; the node never overflows, never finds a DRAIN empty, sees nothing malformed;
+    - per-flow order across the round trip: of two tracked packets of one flow and port, ``late`` is
+      never forwarded while ``early`` is out, and never re-injected before ``early``.
+
+    Bounded (BMC): the node's memory and the channels make k-induction need many more invariants.
+    """
+
+    def __init__(self, depth):
+        self.core = CreditCore(TRIP_PARAMS)
+        self.node = SpillNode(TRIP_NODE)
+        self.depth = depth
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        m.submodules.node = node = self.node
+        p = core.params
+        P, C, F, S, W = p.ports, p.capacity, p.flows, p.return_slots, TRIP_NODE.data_bytes
+        m.d.comb += [core.d.valid.eq(AnySeq(1)), core.d.payload.eq(AnySeq(core.d.payload.shape().size)),
+                     core.qdepth.eq(AnySeq(core.qdepth.shape().size)), core.v.ready.eq(AnySeq(1)),
+                     core.req.ready.eq(AnySeq(1)), core.hold.eq(AnySeq(P)), core.ret_bad.eq(0),
+                     node.o.ready.eq(AnySeq(1))]
+        v, a = core.v.payload, core.d.payload
+        decided = core.d.valid & core.v.ready
+        spill = decided & (v.kind == 1)
+        requested = core.req.valid & core.req.ready
+
+        # Tracked packets (as in CreditSpec): early and late of one flow and port, early decided first.
+        early_h, late_h = AnyConst(p.handle_bits), AnyConst(p.handle_bits)
+        flow, port = AnyConst(range(F)), AnyConst(range(P))
+        m.d.comb += Assume(early_h != late_h)
+        seen = {}
+        for name, h in (("early", early_h), ("late", late_h)):
+            here = core.d.valid & (a.handle == h)
+            s = seen[name] = Signal(name=f"{name}_seen")
+            m.d.comb += Assume(~(here & s))
+            with m.If(here):
+                m.d.comb += Assume((a.flow == flow) & (a.port == port) & ~a.malformed)
+            with m.If(here & core.v.ready):
+                m.d.sync += s.eq(1)
+        m.d.comb += Assume(~(core.d.valid & (a.handle == late_h) & ~seen["early"]))
+        tag = Cat(a.handle == early_h, a.handle == late_h)
+
+        # The spill link: DATA frames at their spill decision, DRAIN frames at their request (DATA first).
+        frame = data.StructLayout({"drain": 1, "port": range(P), "flow": range(F), "seq": 16, "tag": 2})
+        link = ShiftFifo(m, frame, P * C + S + 2, "down")
+        data_f, drain_f = Signal(frame), Signal(frame)
+        m.d.comb += [data_f.port.eq(v.port), data_f.flow.eq(v.flow), data_f.seq.eq(v.seq), data_f.tag.eq(tag),
+                     drain_f.drain.eq(1), drain_f.port.eq(core.req.payload.port)]
+        head = link.head()
+        go = AnySeq(1) & (link.len != 0)
+        link.update(spill, data_f, go, requested, drain_f)
+        hdr = [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01]          # node and switch MACs (any)
+        byte = lambda value: Cat(value, Const(0, 8 - len(Value.cast(value))))      # noqa: E731
+        header = Cat(*(Const(b, 8) for b in hdr), Const(wire.ETHERTYPE_SPILL >> 8, 8),
+                     Const(wire.ETHERTYPE_SPILL & 0xFF, 8), byte(Mux(head.drain, wire.SPILL_DRAIN, wire.SPILL_DATA)),
+                     byte(head.port), Const(0, 8), byte(head.flow), head.seq[8:16], head.seq[0:8],
+                     byte(head.drain), Const(0, 8))
+        H = wire.SPILL_HEADER_BYTES
+        assert len(header) == 8 * H and W >= H + 1
+        m.d.comb += [       # one beat per frame: a DATA frame's one inner byte is the tag
+            node.i.valid.eq(go),
+            node.i.payload.data.eq(Cat(header, byte(head.tag))),
+            node.i.payload.keep.eq(Mux(head.drain, (1 << H) - 1, (1 << H + 1) - 1)),
+            node.i.payload.last.eq(1),
+            Assert(link.len < link.depth, "the spill link channel is deep enough"),
+        ]
+
+        # Shadow: per origin port, the DATA frames sent and not yet returned, in order.
+        sent = [ShiftFifo(m, frame, C + 1, f"sent{q}") for q in range(P)]
+
+        # The node's RETURN frames (one beat each), parsed from its output.
+        o = node.o
+        o_byte = lambda k: o.payload.data[8 * k:8 * k + 8]         # noqa: E731
+        returning = o.valid & o.ready
+        got = Signal(frame)
+        m.d.comb += [got.port.eq(o_byte(wire.SPILL_PORT_AT)), got.flow.eq(o_byte(wire.SPILL_FLOW_AT + 1)),
+                     got.seq.eq(Cat(o_byte(wire.SPILL_SEQ_AT + 1), o_byte(wire.SPILL_SEQ_AT))),
+                     got.tag.eq(o_byte(H))]
+        m.d.comb += Assert(~o.valid | (
+            (o_byte(wire.ETHERTYPE_AT) == wire.ETHERTYPE_SPILL >> 8)
+            & (o_byte(wire.ETHERTYPE_AT + 1) == wire.ETHERTYPE_SPILL & 0xFF)
+            & (o_byte(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & (o_byte(wire.SPILL_PORT_AT) < P)
+            & o.payload.last & (o.payload.keep == (1 << H + 1) - 1) & (o_byte(H)[2:] == 0)
+            & (o_byte(wire.SPILL_FLOW_AT) == 0) & (o_byte(wire.SPILL_FLOW_AT + 1) < F)),
+            "a RETURN frame: one beat, spill EtherType, op RETURN, a port, one inner byte")
+        # The return link, then the switch's return buffer until re-injection.
+        back = ShiftFifo(m, frame, S + 1, "up")
+        held = ShiftFifo(m, frame, S + 1, "held")
+        deliver = AnySeq(1) & (back.len != 0)
+        bh = back.head()
+        m.d.comb += [core.ret_valid.eq(deliver), core.ret_port.eq(bh.port)]
+        m.d.comb += Assert(core.ret_ok == deliver, "every return reaching the switch was asked for")
+        back.update(returning, got, deliver)
+        done = AnySeq(1) & (held.len != 0)
+        hh = held.head()
+        m.d.comb += [core.done_valid.eq(done), core.done_port.eq(hh.port), core.done_flow.eq(hh.flow),
+                     core.done_seq.eq(hh.seq)]
+        held.update(core.ret_ok, bh, done)
+        m.d.comb += [Assert(back.len <= S, "returns on the link within return_slots"),
+                     Assert(held.len <= S, "held returns within return_slots")]
+        for q in range(P):
+            sh = sent[q].head()
+            mine = returning & (got.port == q)
+            m.d.comb += Assert(~mine | ((sent[q].len != 0) & (got.flow == sh.flow) & (got.seq == sh.seq)
+                                        & (got.tag == sh.tag)),
+                               f"port {q}: the node returns the oldest DATA frame it holds, unchanged")
+            sent[q].update(spill & (v.port == q), data_f, mine)
+            on_link = sum((back.len > k) & (back.items[k].port == q) for k in range(S + 1))
+            in_held = sum((held.len > k) & (held.items[k].port == q) for k in range(S + 1))
+            m.d.comb += [Assert(core.credit[q] + sent[q].len + on_link + in_held == C,
+                                f"port {q}: credits + packets out == capacity"),
+                         Assert(sent[q].len <= C, f"port {q}: the shadow is deep enough")]
+        m.d.comb += [Assert(core.misordered == 0, "returns come back in seq order"),
+                     Assert((node.overflow == 0) & (node.drain_empty == 0) & (node.malformed == 0)
+                            & (node.oversize == 0), "the node never overflows, never drains empty, takes every frame")]
+
+        # Per-flow order across the round trip.
+        out = {}
+        for name, bit in (("early", 0), ("late", 1)):
+            h = early_h if name == "early" else late_h
+            spilled, again = Signal(name=f"{name}_spilled"), Signal(name=f"{name}_back")
+            with m.If(spill & (a.handle == h)):
+                m.d.sync += spilled.eq(1)
+            with m.If(done & hh.tag[bit]):
+                m.d.sync += again.eq(1)
+            out[name] = (spilled, again, done & hh.tag[bit])
+        early_out = out["early"][0] & ~out["early"][1]
+        late_forwarded = decided & (a.handle == late_h) & (v.kind == 0)
+        m.d.comb += [
+            Assert(~(late_forwarded & early_out), "late is never forwarded while early is out"),
+            Assert(~(out["late"][2] & early_out), "late is never re-injected before early"),
+            Assert(~out["late"][2] | out["late"][0], "late is re-injected only after it was spilled"),
+            Cover(out["early"][1]),                             # one round trip: 7 cycles
+        ]
+        if self.depth >= 12:                                    # both tracked packets through the node: 12
+            m.d.comb += Cover(out["early"][1] & out["late"][1])
+        return m
+
+
+#: Bounded depth of the default run: 7 cycles hold one packet's whole round trip (spill decision, the
+#: node stores it, drain request, RETURN, accepted, re-injected; ~20 s). Both tracked packets need 12
+#: (the cost grows steeply: step 7 alone took 2 min, 18:51 UTC on the loaded machine):
+#: ``INNET_TRIP_DEPTH=12 pytest formal/test_spill_buffer.py -k round_trip``.
+TRIP_DEPTH = int(os.environ.get("INNET_TRIP_DEPTH") or 7)
+
+
+def test_round_trip_bmc():
+    prove(RoundTripSpec(TRIP_DEPTH), "spill_round_trip_bmc", depth=TRIP_DEPTH, mode="bmc")
+
+
+def test_round_trip_cover():
+    prove(RoundTripSpec(TRIP_DEPTH), "spill_round_trip_cover", depth=TRIP_DEPTH, mode="cover")
