@@ -468,6 +468,12 @@ def test_model_entry_point():
     assert type(SpillBufferModel(SpillBufferParams(mode="inswitch"))) is SpillBufferModel
     with pytest.raises(ValueError, match="SpillSwitchModel: mode"):
         SpillSwitchModel(SpillBufferParams(mode="inswitch"))
+    import registry
+    for name, default in (("spill_buffer", SpillBufferParams()), ("pipeline", PipelineParams())):
+        b, overrides, _ = registry.variant(f"{name}[inswitch]")     # the baseline: the defaults, in-switch
+        expected = default.replace(mode="inswitch") if name == "spill_buffer" else \
+            default.replace(spill=default.spill.replace(mode="inswitch"))
+        assert b.make_params(overrides) == expected, name
 
 
 def test_bench_stimulus():
