@@ -639,8 +639,8 @@ TRIP_DEPTH = int(os.environ.get("INNET_TRIP_DEPTH") or 7)
 
 
 def test_round_trip_bmc():
-    prove(RoundTripSpec(TRIP_DEPTH), "spill_round_trip_bmc", depth=TRIP_DEPTH, mode="bmc")
+    prove(RoundTripSpec(TRIP_DEPTH), f"spill_round_trip_bmc_{TRIP_DEPTH}", depth=TRIP_DEPTH, mode="bmc")
 
 
 def test_round_trip_cover():
-    prove(RoundTripSpec(TRIP_DEPTH), "spill_round_trip_cover", depth=TRIP_DEPTH, mode="cover")
+    prove(RoundTripSpec(TRIP_DEPTH), f"spill_round_trip_cover_{TRIP_DEPTH}", depth=TRIP_DEPTH, mode="cover")
