@@ -495,13 +495,120 @@ class RoundTripSpec(Elaboratable):
     - per-flow order across the round trip: of two tracked packets of one flow and port, ``late`` is
       never forwarded while ``early`` is out, and never re-injected before ``early``.
 
-    Bounded (BMC): the node's memory and the channels make k-induction need many more invariants.
+    With ``inductive`` the spec adds the invariants that make all of this k-inductive (``_strengthen``:
+    the core's tables, the node's FIFO pointers, requests and memory contents, and the channels,
+    against the shadow), so ``prove`` gives an unbounded proof. Every frame is one beat (the node's
+    multi-beat frames are its own proof's and the simulations' business).
     """
 
-    def __init__(self, depth):
+    def __init__(self, depth, inductive=False):
         self.core = CreditCore(TRIP_PARAMS)
         self.node = SpillNode(TRIP_NODE)
-        self.depth = depth
+        self.depth, self.inductive = depth, inductive
+        if inductive:       # the spec reads each slot's first beat (where every one-beat frame is)
+            self.slots = [self.node.mem.read_port(domain="comb") for _ in range(TRIP_NODE.ports * TRIP_NODE.capacity)]
+
+    def _strengthen(self, m, env):
+        """Invariants that make the properties k-inductive: the core's tables, the node's FIFOs and
+        memory, and the channels, against the spec's shadow (``env``: ``elaborate``'s locals)."""
+        core, node, link, sent, back, held = (env[k] for k in ("core", "node", "link", "sent", "back", "held"))
+        p, P, C, S, F = core.params, env["P"], env["C"], env["S"], env["F"]
+        encode, H, B = env["encode"], env["H"], node.beats
+        requested, out = env["requested"], env["out"]
+        flow, port, seen = env["flow"], env["port"], env["seen"]
+        D = link.depth
+        node_parser = node.parser
+        m.d.comb += [Assert(~node_parser.inside, "node: every frame is one beat"),
+                     Assert(node.index == 0, "node: output at a frame's first beat"),
+                     Assert(node.rr < P, "node pointer"), Assert(node.current < P, "node current")]
+        m.d.comb += Assert(~node.busy | (Array(node.requests)[node.current] != 0), "node: busy on a requested port")
+        # Drain rate window (the spec's own).
+        window, used = Signal(range(p.drain_window)), Signal(range(p.drain_rate + 2))
+        with m.If(window == p.drain_window - 1):
+            m.d.sync += [window.eq(0), used.eq(0)]
+        with m.Else():
+            m.d.sync += [window.eq(window + 1), used.eq(used + requested)]
+        m.d.comb += [Assert(window == core.window, "windows aligned"), Assert(used == core.used, "used"),
+                     Assert(core.rr < P, "core pointer")]
+        live_link = [link.len > j for j in range(D)]
+        total_asked = []
+        for q in range(P):
+            count, head, tail, req = node.counts[q], node.heads[q], node.tails[q], node.requests[q]
+            m.d.comb += [Assert(count <= C, f"node {q} count"), Assert(req <= count, f"node {q} requests"),
+                         Assert(tail == Mux(head + count >= C, head + count - C, head + count), f"node {q} tail")]
+            data_q = [live_link[j] & ~link.items[j].drain & (link.items[j].port == q) for j in range(D)]
+            drain_q = [live_link[j] & link.items[j].drain & (link.items[j].port == q) for j in range(D)]
+            on_back = sum((back.len > k) & (back.items[k].port == q) for k in range(S + 1))
+            m.d.comb += [
+                Assert(sent[q].len == count + sum(data_q), f"port {q}: sent = stored + DATA on the link"),
+                Assert(core.unasked[q] + core.asked[q] == sent[q].len + on_back, f"port {q}: unasked + asked"),
+                Assert(core.asked[q] == sum(drain_q) + req + on_back, f"port {q}: asked = DRAINs + requests + back"),
+            ]
+            total_asked.append(core.asked[q])
+            # Each DRAIN finds a stored frame not yet asked for when it arrives.
+            for j in range(D):
+                before_data = sum(data_q[:j])
+                drains_upto = sum(drain_q[:j + 1])
+                m.d.comb += Assert(~drain_q[j] | (drains_upto + req <= count + before_data),
+                                   f"port {q}: link DRAIN {j} finds a frame")
+                with m.If(data_q[j]):
+                    nth = Array(x.as_value() for x in sent[q].items)[count + before_data]
+                    m.d.comb += Assert(link.items[j].as_value() == nth,
+                                       f"port {q}: link DATA {j} is the next sent frame")
+            # Stored frames: memory slot (head + k) holds sent[q][k].
+            for k in range(C):
+                rp = self.slots[q * C + k]
+                slot = Mux(head + k >= C, head + k - C, head + k)
+                m.d.comb += rp.addr.eq((q * C + slot) * B)
+                with m.If(count > k):
+                    m.d.comb += Assert((rp.data.data == encode(sent[q].items[k])) & (rp.data.last == 1)
+                                       & (rp.data.keep == (1 << H + 1) - 1) & (sent[q].items[k].drain == 0)
+                                       & (sent[q].items[k].port == q),
+                                       f"node {q} slot +{k} holds the frame sent")
+            # Seqs per port: held, back, then sent, consecutive from expect.
+            seq_chain = [(held, k) for k in range(S + 1)] + [(back, k) for k in range(S + 1)]
+            before = 0
+            for fifo, k in seq_chain:
+                here = (fifo.len > k) & (fifo.items[k].port == q)
+                with m.If(here):
+                    m.d.comb += Assert(fifo.items[k].seq == (core.expect[q] + before)[:16], f"port {q}: seqs held/back")
+                before = before + here
+            for k in range(C + 1):
+                with m.If(sent[q].len > k):
+                    m.d.comb += Assert((sent[q].items[k].seq == (core.expect[q] + before + k)[:16])
+                                       & (sent[q].items[k].port == q) & ~sent[q].items[k].drain,
+                                       f"port {q}: sent seqs")
+            m.d.comb += Assert(core.seqs[q] == (core.expect[q] + before + sent[q].len)[:16], f"port {q}: seq numbering")
+        m.d.comb += [Assert(core.reserved == held.len + sum(total_asked), "reserved = held + asked"),
+                     Assert(sum(total_asked) + held.len <= S, "return slots")]
+        for j in range(D):
+            with m.If(live_link[j] & link.items[j].drain):
+                m.d.comb += Assert((link.items[j].tag == 0) & (link.items[j].seq == 0) & (link.items[j].flow == 0),
+                                   "a DRAIN carries nothing")
+        # Flow table and tracked packets against every place a spilled packet can be.
+        places = [(held, k, held.items[k], held.len > k) for k in range(S + 1)]
+        places += [(back, k, back.items[k], back.len > k) for k in range(S + 1)]
+        places += [(sent[q], k, sent[q].items[k], sent[q].len > k) for q in range(P) for k in range(C + 1)]
+        for f in range(F):
+            m.d.comb += Assert(core.flow_count[f] == sum(ok & (r.flow == f) for _, _, r, ok in places),
+                               f"flow table entry {f}")
+        for name, bit in (("early", 0), ("late", 1)):
+            for _, _, r, ok in places:
+                m.d.comb += Assert(~(ok & r.tag[bit]) | ((r.flow == flow) & (r.port == port)),
+                                   f"{name} is out with its flow and port")
+            m.d.comb += Assert(sum(ok & r.tag[bit] for _, _, r, ok in places) == (out[name][0] & ~out[name][1]),
+                               f"{name} is in one place while out")
+        for a_i, (_, _, ra, oka) in enumerate(places):
+            for b_i, (_, _, rb, okb) in enumerate(places):
+                if b_i <= a_i:          # late at or before early in the chain (held, back, sent)
+                    m.d.comb += Assert(~(oka & ra.tag[0] & okb & rb.tag[1]), "early is ahead of late")
+        m.d.comb += [
+            Assert(~out["late"][0] | seen["early"], "late after early"),
+            Assert(~out["early"][0] | seen["early"], "early spilled after seen"),
+            Assert(~out["early"][1] | out["early"][0], "early back after spilled"),
+            Assert(~out["late"][1] | out["late"][0], "late back after spilled"),
+            Assert(~out["late"][0] | seen["late"], "late spilled after seen"),
+        ]
 
     def elaborate(self, platform):
         m = Module()
@@ -545,15 +652,20 @@ class RoundTripSpec(Elaboratable):
         link.update(spill, data_f, go, requested, drain_f)
         hdr = [0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01]          # node and switch MACs (any)
         byte = lambda value: Cat(value, Const(0, 8 - len(Value.cast(value))))      # noqa: E731
-        header = Cat(*(Const(b, 8) for b in hdr), Const(wire.ETHERTYPE_SPILL >> 8, 8),
-                     Const(wire.ETHERTYPE_SPILL & 0xFF, 8), byte(Mux(head.drain, wire.SPILL_DRAIN, wire.SPILL_DATA)),
-                     byte(head.port), Const(0, 8), byte(head.flow), head.seq[8:16], head.seq[0:8],
-                     byte(head.drain), Const(0, 8))
+
+        def encode(item):
+            """The frame's one beat: the spill header, then (DATA) the tag as the inner byte."""
+            return Cat(*(Const(b, 8) for b in hdr), Const(wire.ETHERTYPE_SPILL >> 8, 8),
+                       Const(wire.ETHERTYPE_SPILL & 0xFF, 8),
+                       byte(Mux(item.drain, wire.SPILL_DRAIN, wire.SPILL_DATA)), byte(item.port), Const(0, 8),
+                       byte(item.flow), item.seq[8:16], item.seq[0:8], byte(item.drain), Const(0, 8),
+                       byte(item.tag))
+        header = encode(head)[:8 * wire.SPILL_HEADER_BYTES]
         H = wire.SPILL_HEADER_BYTES
         assert len(header) == 8 * H and W >= H + 1
         m.d.comb += [       # one beat per frame: a DATA frame's one inner byte is the tag
             node.i.valid.eq(go),
-            node.i.payload.data.eq(Cat(header, byte(head.tag))),
+            node.i.payload.data.eq(encode(head)),
             node.i.payload.keep.eq(Mux(head.drain, (1 << H) - 1, (1 << H + 1) - 1)),
             node.i.payload.last.eq(1),
             Assert(link.len < link.depth, "the spill link channel is deep enough"),
@@ -626,20 +738,21 @@ class RoundTripSpec(Elaboratable):
             Assert(~out["late"][2] | out["late"][0], "late is re-injected only after it was spilled"),
             Cover(out["early"][1]),                             # one round trip: 7 cycles
         ]
+        if self.inductive:
+            self._strengthen(m, locals())
         if self.depth >= 12:                                    # both tracked packets through the node: 12
             m.d.comb += Cover(out["early"][1] & out["late"][1])
         return m
 
 
-#: Bounded depth of the default run: 7 cycles hold one packet's whole round trip (spill decision, the
-#: node stores it, drain request, RETURN, accepted, re-injected; ~20 s). Both tracked packets need 12
-#: (the cost grows steeply: step 7 alone took 2 min, 18:51 UTC on the loaded machine):
-#: ``INNET_TRIP_DEPTH=12 pytest formal/test_spill_buffer.py -k round_trip``.
+#: Cover depth: 7 cycles hold one packet's whole round trip (spill decision, the node stores it, drain
+#: request, RETURN, accepted, re-injected; ~7 s); with 12 (``INNET_TRIP_DEPTH=12``, ~30 s) also both
+#: tracked packets through the node, in order.
 TRIP_DEPTH = int(os.environ.get("INNET_TRIP_DEPTH") or 7)
 
 
-def test_round_trip_bmc():
-    prove(RoundTripSpec(TRIP_DEPTH), f"spill_round_trip_bmc_{TRIP_DEPTH}", depth=TRIP_DEPTH, mode="bmc")
+def test_round_trip_prove():
+    prove(RoundTripSpec(TRIP_DEPTH, inductive=True), "spill_round_trip_prove", depth=3, mode="prove")
 
 
 def test_round_trip_cover():
