@@ -27,9 +27,10 @@ $(STAMP): pyproject.toml tools/setup.sh
 	tools/setup.sh $(VENV)
 	touch $@
 
-## Default simulation: Spillway under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
+## Default simulation: Spillway as the paper describes it (switch side + spill node through link delay
+## lines) under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest testbenches/test_spill_buffer.py -k "random_traffic and flow" $(PYTEST_ARGS)
+	WAVES=1 $(PY) -m pytest testbenches/test_spillway.py -k random_traffic $(PYTEST_ARGS)
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.

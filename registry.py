@@ -63,7 +63,8 @@ BLOCKS = {b.name: b for b in [
           "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
           bench={"data_bytes": 64}),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
-          "Spillway spill buffer manager", spec="§1", variants={"disaggregated": {"mode": "disaggregated"}}),
+          "Spillway spill buffer manager, switch side of a spill node (variant inswitch: "
+          "in-switch buffering baseline)", spec="§1", variants={"inswitch": {"mode": "inswitch"}}),
     Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1",
           stimulus="spill", bench={"data_bytes": 128}),
@@ -73,11 +74,12 @@ BLOCKS = {b.name: b for b in [
           "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina",
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
-          "Switch pipeline top: aggregator → progress register file → spill buffer + packet store",
+          "Switch pipeline top: aggregator → progress register file → Spillway switch side "
+          "(variant inswitch: spill buffer + packet store)",
           stimulus="mixed",
-          # the default stage 3 (models.pipeline.PipelineParams.spill) in Spillway's disaggregated mode
-          variants={"disaggregated": {"spill": {"high": 12, "low": 4, "capacity": 8, "handle_bits": 6,
-                                                "data_bytes": 128, "mode": "disaggregated"}}}),
+          # the default stage 3 (models.pipeline.PipelineParams.spill) in the in-switch baseline mode
+          variants={"inswitch": {"spill": {"high": 12, "low": 4, "capacity": 8, "handle_bits": 6,
+                                           "data_bytes": 128, "mode": "inswitch"}}}),
     Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
     Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",

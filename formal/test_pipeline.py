@@ -22,7 +22,7 @@ from hdl.pipeline import Pipeline, PipelineParams
 PARAMS = PipelineParams.of(
     agg=dict(policy="esa", slots=1, workers=2, values=1), sym=dict(jobs=1, ring=2, table=2),
     spill=dict(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2,
-               handle_bits=2), beats=1, data_bytes=64, counter_bits=4)
+               handle_bits=2, mode="inswitch"), beats=1, data_bytes=64, counter_bits=4)
 
 
 class Spec(Elaboratable):

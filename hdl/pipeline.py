@@ -42,9 +42,9 @@ class Pipeline(wiring.Component):
 
     Stages 1 and 2 are register stages (latency 1 each); one beat per cycle end to end.
 
-    ``spill.mode`` selects stage 3. ``"inswitch"`` (default; the baseline: spilled handles wait
-    in the switch, the packets in the packet store above). ``"disaggregated"`` (Spillway as the
-    paper describes it): stage 3 is the switch side of the disaggregated design (``SpillBuffer``
+    ``spill.mode`` selects stage 3. ``"inswitch"`` (the baseline: spilled handles wait
+    in the switch, the packets in the packet store above). ``"disaggregated"`` (the default; Spillway
+    as the paper describes it): stage 3 is the switch side of the disaggregated design (``SpillBuffer``
     in that mode: its ingress FIFO of ``spill.buffer`` beats, the credit core, the return buffer)
     and its ``o`` is the pipeline's ``o``; there is no packet store (``beats`` unused). Spilled
     packets leave whole on ``spill_o`` (spill header, DATA) with the drain requests (DRAIN), and

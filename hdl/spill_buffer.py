@@ -221,7 +221,12 @@ def _flow_fold(parser, flows):
 class SpillBuffer(wiring.Component):
     """Spills packets of congested egress ports to a disaggregated buffer and drains them back.
 
-    The block manages packet *handles*, as a traffic manager does; packet bytes stay in the
+    ``params.mode`` chooses the design: ``"disaggregated"`` (the default, Spillway as the paper
+    describes it: spilled packets leave whole on ``spill_o`` for a spill node and come back on
+    ``spill_i``; see ``_elaborate_disaggregated``) or ``"inswitch"`` (the baseline, described next:
+    spilled handles wait in FIFOs inside the switch, the packets in its packet store).
+
+    In-switch mode: the block manages packet *handles*, as a traffic manager does; packet bytes stay in the
     switch's packet memory. A parser turns each packet of the byte stream ``i`` (egress port in
     ``meta.port``) into a descriptor on its last beat: ``handle`` (arrival number modulo
     2**``handle_bits``, from 0 after reset; every packet, malformed or not, takes one),

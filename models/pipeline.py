@@ -1,8 +1,8 @@
 """Golden model of ``hdl.pipeline.Pipeline``: the three block models behind two register stages.
 
-``spill.mode`` selects stage 3: ``"inswitch"`` (the baseline: the in-switch spill buffer manager and
-the packet store) or ``"disaggregated"`` (Spillway's switch side: no packet store, spilled packets
-leave on ``spill_o`` for a spill node and come back on ``spill_i``)."""
+``spill.mode`` selects stage 3: ``"disaggregated"`` (the default; Spillway's switch side: no packet
+store, spilled packets leave on ``spill_o`` for a spill node and come back on ``spill_i``) or
+``"inswitch"`` (the baseline: the in-switch spill buffer manager and the packet store)."""
 import collections
 from dataclasses import dataclass
 

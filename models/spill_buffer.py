@@ -33,8 +33,9 @@ class SpillBufferParams(Params):
     counter_bits: int = param(32, lo=1, hi=64, doc="counter width")
     mtu: int = param(512, lo=MIN_LENGTH, hi=9216, doc="disaggregated: largest spillable packet, bytes (node slot)")
     return_slots: int = param(2, lo=1, hi=64, doc="disaggregated: returned packets the switch can hold")
-    mode: str = param("inswitch", choices=("inswitch", "disaggregated"),
-                      doc="inswitch: spilled handles wait in the switch; disaggregated: packets go to a spill node")
+    mode: str = param("disaggregated", choices=("disaggregated", "inswitch"),
+                      doc="disaggregated (Spillway, the default): packets go to a spill node; "
+                          "inswitch (the baseline): spilled handles wait in the switch")
     buffer: int = param(32, lo=1, hi=1 << 12, doc="disaggregated: ingress FIFO, beats")
 
     def validate(self):

@@ -51,8 +51,9 @@ async def replay(dut, cycles, name):
 
     Each cycle is ``(inputs, expected)``: port name -> integer value to drive, and port name ->
     integer value the golden model produced in that cycle (ports absent from ``expected`` are not
-    compared in that cycle). Fails on the first difference, naming the cycle. Returns the simulation
-    time (ns) of each cycle's clock edge.
+    compared in that cycle), or ``(value, mask)``: only the bits of ``mask`` are compared (don't-care
+    bytes of a beat). Fails on the first difference, naming the cycle. Returns the simulation time
+    (ns) of each cycle's clock edge.
     """
     from cocotb.triggers import RisingEdge
 
@@ -73,5 +74,8 @@ async def replay(dut, cycles, name):
             if port not in handles:
                 handles[port] = getattr(dut, port)
             actual = int(handles[port].value)
+            if isinstance(value, tuple):
+                value, mask = value
+                actual &= mask
             assert actual == value, f"{name}: cycle {cycle}: {port} = {actual:#x}, model {value:#x}"
     return times

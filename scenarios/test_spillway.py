@@ -16,11 +16,14 @@ Three modes, same extra memory (``capacity`` packets per port):
 
 The in-switch closed loop runs on the golden model and every cycle's inputs and outputs are replayed
 on the RTL under Verilator, so each decision that loop used is checked against the RTL. The
-disaggregated loops run on the golden models ``SpillSwitchModel`` + ``SpillNodeModel`` (a Verilator
-build per latency point is over the scenario's time budget): ``testbenches/test_spillway.py`` checks
-both against the RTL every cycle. Output: ``build/scenarios/spillway.csv`` (per mode, latency and
-flow) and ``.png``. The flow start offsets come from the trace seed (default 1, ``INNET_SEED``
-replays another). A longer sweep: ``python -m scenarios.test_spillway --latencies 10,20,50,...``.
+disaggregated sweep runs on the golden models ``SpillSwitchModel`` + ``SpillNodeModel`` (a Verilator
+build per latency point is over the scenario's time budget; ``testbenches/test_spillway.py`` checks
+both against the RTL every cycle); one disaggregated point, scaled down to the hardware the suite
+already builds for ``testbenches/test_spillway.py`` (``RTL_TOP``), is replayed cycle by cycle on the
+switch side and the spill node together (``SpillwayTop``), beside tail drop with the same queue.
+Output: ``build/scenarios/spillway.csv`` (per mode, latency and flow) and ``.png``. The flow start
+offsets come from the trace seed (default 1, ``INNET_SEED`` replays another). A longer sweep:
+``python -m scenarios.test_spillway --latencies 10,20,50,...``.
 """
 import argparse
 import collections
@@ -30,19 +33,24 @@ import random
 
 import cocotb
 import pytest
+from amaranth.hdl import Shape
 from amaranth.lib import data
+from cocotb.triggers import RisingEdge
 
 from hdl.packet import beat_layout
-from hdl.spill_buffer import SpillBuffer, SpillBufferParams, descriptor_layout
+from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams, descriptor_layout
+from hdl.spill_node import COUNTERS as NODE_COUNTERS
+from hdl.spill_node import link_layout
 from models.headers import roce_packet
 from models.packet import beats_of
 from models.spill_buffer import SpillBufferModel
-from models.spill_node import SpillNodeModel, SpillNodeParams
+from models.spill_node import SpillNodeModel
 from scenarios.common import OUT, figure, replay, write_csv
 from testbenches import runner, tb
+from testbenches.spillway_top import P3, SpillwayTop, node_params, switch_params
 
 PARAMS = SpillBufferParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
-                           flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
+                           flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64, mode="inswitch")
 #: Spillway: the same thresholds and per-port capacity (now at the node); the return buffer holds
 #: ``return_slots`` packets, so at most that many drain requests are in flight (one round trip each).
 DISAGG = PARAMS.replace(mode="disaggregated", mtu=128, buffer=8, return_slots=64)
@@ -53,6 +61,15 @@ JITTER = 50                                     # random start offset of each fl
 MAX_CYCLES = 40000
 #: Spill-link latencies (cycles each way) of the default sweep.
 LATENCIES = (10, 100, 300)
+#: One disaggregated point replayed cycle by cycle on the RTL (``SpillwayTop``: switch side + spill node)
+#: with the hardware of ``testbenches/test_spillway.py``'s ``p3`` (the suite builds it: no Verilator build
+#: of the scenario's own; its ``latency`` entry is the test's link delay, not hardware): 3 ports, spill at
+#: queue depth 6, drain at 2, 4 packets per port at the node, 2 returns in flight. The workload scaled
+#: to it: the same five flows with fewer packets and smaller windows (``RTL_FLOWS``), an egress queue of
+#: ``RTL_LIMIT`` packets, the spill link ``RTL_LATENCY`` cycles each way; tail drop with the same queue on
+#: the model beside it.
+RTL_TOP, RTL_LIMIT, RTL_LATENCY = P3, 7, 10
+RTL_FLOWS = [(f"intra{n}", 40, 10, 6, 400) for n in range(4)] + [("cross", 60, 150, 16, 1200)]
 
 
 def seed():
@@ -87,20 +104,36 @@ def _packet_bytes(beat, width):
     return beat["data"].to_bytes(width, "little")[:beat["keep"].bit_length()]
 
 
-def simulate(mode, seed, latency=0):
+def _masked(layout, beat):
+    """``(value, mask)`` of a beat for ``common.replay``: the data bytes past ``keep`` are don't-care."""
+    data_bits = Shape.cast(layout["data"].shape).width
+    full = (1 << Shape.cast(layout).width) - 1
+    mask = full & ~((1 << data_bits) - 1) | ((1 << 8 * beat["keep"].bit_length()) - 1)
+    return tb.pack(layout, beat) & mask, mask
+
+
+def simulate(mode, seed, latency=0, params=None, limit=LIMIT, rtl=False, flows=FLOWS):
     """Run the closed loop of ``mode`` (``MODES``; ``latency``: the spill link's, cycles each way) with
     the flow starts drawn from ``seed``. Returns a dict: ``stats`` (per flow), ``series`` ((cycle,
     egress queue, packets spilled) every 10 cycles), ``counters`` of the spill buffer, ``cycles``,
     ``link`` (spill-link beats switch -> node and back), and for ``inswitch`` the recorded RTL cycles
-    ``record`` and ingress ``frames`` ((recorded cycle, frame))."""
+    ``record`` and ingress ``frames`` ((recorded cycle, frame)). ``disaggregated``: ``params`` the
+    switch side's (default ``DISAGG``; the node takes its ports, capacity and mtu), ``limit`` the egress
+    queue, ``rtl`` records every cycle of ``SpillwayTop``'s ports (``RTL_TOP``'s wrapper) in ``record``."""
     rng = random.Random(seed)
-    senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(FLOWS)]
+    senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(flows)]
     width = PARAMS.data_bytes
-    model = SpillBufferModel(PARAMS if mode == "inswitch" else DISAGG) if mode != "taildrop" else None
-    node = SpillNodeModel(SpillNodeParams(ports=DISAGG.ports, capacity=DISAGG.capacity, mtu=DISAGG.mtu,
-                                          data_bytes=width)) if mode == "disaggregated" else None
+    sw = params or DISAGG
+    model = SpillBufferModel(PARAMS if mode == "inswitch" else sw) if mode != "taildrop" else None
+    node = SpillNodeModel(node_params(sw)) if mode == "disaggregated" else None
     layout = beat_layout(width)
     depth_layout = data.ArrayLayout(PARAMS.depth_bits, PARAMS.ports)
+    if rtl:
+        top = SpillwayTop(**RTL_TOP)
+        assert switch_params(RTL_TOP).replace(mode=sw.mode) == sw, "record: only RTL_TOP's switch is built"
+        link_l, out_l = link_layout(width), beat_layout(width, top.switch.out_meta)
+        depth_layout = top.qdepth.shape()
+        credits_layout = top.credits.shape()
     descriptor = descriptor_layout(PARAMS.handle_bits)
     events = collections.defaultdict(list)      # cycle -> [(kind, sender, psn)]
     ingress = collections.deque()               # packets at the switch input (one per cycle)
@@ -114,7 +147,7 @@ def simulate(mode, seed, latency=0):
     cycle = 0
 
     def enqueue(item):
-        if len(queue) >= LIMIT:
+        if len(queue) >= limit:
             item[0].dropped += 1
         else:
             queue.append(item)
@@ -147,7 +180,7 @@ def simulate(mode, seed, latency=0):
                 events[cycle + s.delay].append(("arrive", s, s.next))
                 s.next += 1
 
-        depth = [len(queue), 0]
+        depth = [len(queue)] + [0] * ((sw if mode == "disaggregated" else PARAMS).ports - 1)
         head = ingress[0] if ingress else None
         frame = head[0].packet(head[1]) if head and model else None
         beat = beats_of(frame, {"port": 0}, width)[0] if frame else None
@@ -176,11 +209,32 @@ def simulate(mode, seed, latency=0):
         else:
             before = model.counters["spill_overflow"]
             back = up.popleft()[1] if up and up[0][0] == cycle else None
+            arriving = down.popleft()[1] if down and down[0][0] == cycle else None
+            stored = list(node.stored)
             r = model.step(beat, depth, True, True, back)
-            _, node_out = node.step(down.popleft()[1] if down and down[0][0] == cycle else None, True)
+            _, node_out = node.step(arriving, True)
+            if rtl:
+                inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,
+                          "qdepth": tb.pack(depth_layout, depth), "o__ready": 1, "spill_o__ready": 1,
+                          "node_o__ready": 1, "spill_i__valid": int(back is not None),
+                          "spill_i__payload": tb.pack(link_l, back) if back else 0,
+                          "node_i__valid": int(arriving is not None),
+                          "node_i__payload": tb.pack(link_l, arriving) if arriving else 0}
+                expected = {"credits": tb.pack(credits_layout, r["credits"]),
+                            "node_stored": tb.pack(credits_layout, stored)}
+                if head is not None:
+                    expected["i__ready"] = int(r["i_ready"])
+                for port, lay, beat_out in (("o", out_l, r["o"]), ("spill_o", link_l, r["spill_o"]),
+                                            ("node_o", link_l, node_out)):
+                    expected[f"{port}__valid"] = int(beat_out is not None)
+                    if beat_out is not None:
+                        expected[f"{port}__payload"] = _masked(lay, beat_out)
+                record.append((inputs, expected))
             if head is not None and r["i_ready"]:
                 ingress.popleft()
                 owner[frame] = head
+                if rtl:
+                    frames.append((len(record) - 1, frame))
                 if model.counters["spill_overflow"] > before:
                     head[0].dropped += 1
             if r["o"] is not None:              # single-beat packets: one per beat
@@ -202,7 +256,7 @@ def simulate(mode, seed, latency=0):
     stats = [dict(flow=s.name, packets=s.total, sent=s.sent + s.resent, resent=s.resent,
                   dropped=s.dropped, discarded=s.discarded, completion=s.done) for s in senders]
     return {"stats": stats, "series": series, "counters": dict(model.counters) if model else {}, "cycles": cycle,
-            "link": link, "record": record, "frames": frames}
+            "link": link, "record": record, "frames": frames, "node": dict(node.counters) if node else {}}
 
 
 @cocotb.test()
@@ -214,6 +268,29 @@ async def spillway(dut):
     cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(run["record"]), run["counters"])
     (tb.run_dir() / "result.json").write_text(json.dumps({k: run[k] for k in ("stats", "series", "counters",
                                                                                "cycles", "link")}))
+
+
+@cocotb.test()
+async def spillway_disaggregated(dut):
+    """The scaled-down Spillway point (``RTL_TOP``), replayed on the switch side and the node: every output
+    of both, every cycle; then the counters of both against the models'."""
+    run = simulate("disaggregated", tb.seed(), RTL_LATENCY, switch_params(RTL_TOP), RTL_LIMIT, rtl=True,
+                   flows=RTL_FLOWS)
+    times = await replay(dut, run["record"], "spillway_disaggregated")
+    for port in run["record"][0][0]:
+        if port.endswith("__valid"):
+            getattr(dut, port).value = 0
+    await RisingEdge(dut.clk)                    # the counters after the last recorded cycle's edge
+    bits = RTL_TOP["counter_bits"]
+    got = {name: int(getattr(dut, name).value) for name in CREDIT_COUNTERS}
+    assert got == {k: v % (1 << bits) for k, v in run["counters"].items()}, (got, run["counters"])
+    got = {name: int(getattr(dut, f"node_{name}").value) for name in NODE_COUNTERS}
+    assert got == {k: v % (1 << bits) for k, v in run["node"].items()}, (got, run["node"])
+    tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in run["frames"]])
+    cocotb.log.info("spillway_disaggregated: %d cycles replayed on the RTL, counters %s, node %s",
+                    len(run["record"]), run["counters"], run["node"])
+    (tb.run_dir() / "result.json").write_text(json.dumps({k: run[k] for k in ("stats", "series", "counters",
+                                                                               "cycles", "link", "node")}))
 
 
 def iteration(stats):
@@ -230,11 +307,15 @@ def sweep(seed, latencies, inswitch=None):
     return runs
 
 
-def report(seed, runs, name="spillway"):
-    """CSV + PNG of ``runs`` (``sweep``); returns (headline, files)."""
+def report(seed, runs, name="spillway", point=None):
+    """CSV + PNG of ``runs`` (``sweep``) and of the RTL ``point`` ({"taildrop": run, "disaggregated": run}
+    of the scaled-down workload; CSV modes ``rtl_point_*``); returns (headline, files)."""
+    everything = dict(runs)
+    everything.update({(f"rtl_point_{mode}", RTL_LATENCY if mode == "disaggregated" else 0): run
+                       for mode, run in (point or {}).items()})
     rows = [(mode, lat, s["flow"], s["packets"], s["sent"], s["resent"], s["dropped"], s["discarded"],
              s["completion"], iteration(run["stats"]), run["link"][0], run["link"][1], run["cycles"])
-            for (mode, lat), run in runs.items() for s in run["stats"]]
+            for (mode, lat), run in everything.items() for s in run["stats"]]
     csv_path = write_csv(name, ["mode", "latency", "flow", "packets", "sent", "resent", "dropped", "discarded",
                                 "completion", "iteration", "spill_beats_out", "spill_beats_back", "cycles"], rows)
     lats = sorted(lat for mode, lat in runs if mode == "disaggregated")
@@ -271,6 +352,12 @@ def report(seed, runs, name="spillway"):
              + (f", link {run['link'][0] / run['cycles']:.2f}/{run['link'][1] / run['cycles']:.2f} beats/cycle"
                 if mode == "disaggregated" else "")
              for (mode, lat), run in runs.items()]
+    if point:
+        spill, tail = point["disaggregated"], point["taildrop"]
+        parts.append(f"RTL point (p3 switch + node on Verilator, queue {RTL_LIMIT}, latency {RTL_LATENCY}, "
+                     f"{spill['cycles']} cycles): Spillway iteration {iteration(spill['stats'])}, drops "
+                     f"{sum(s['dropped'] for s in spill['stats'])} vs tail drop {iteration(tail['stats'])}, "
+                     f"{sum(s['dropped'] for s in tail['stats'])}")
     return "; ".join(parts), [csv_path, OUT / f"{name}.png"]
 
 
@@ -281,11 +368,21 @@ def test_spillway(record_property):
     run = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway",
                      seed=seed())
     inswitch = json.loads((run / "result.json").read_text())
+    # One Spillway point on the RTL (switch side + node), on the build testbenches/test_spillway.py's p3 uses.
+    top = runner.run(SpillwayTop, RTL_TOP, "scenarios.test_spillway", "spillway_disaggregated", block="spillway",
+                     seed=seed())
+    point = {"taildrop": simulate("taildrop", seed(), limit=RTL_LIMIT, flows=RTL_FLOWS),
+             "disaggregated": json.loads((top / "result.json").read_text())}
     runs = sweep(seed(), LATENCIES, inswitch)
-    headline, files = report(seed(), runs)
+    headline, files = report(seed(), runs, point=point)
     print(f"seed {seed()}: {headline}")
     record_property("innet", {"kind": "scenario", "name": "spillway", "seed": seed(), "headline": headline,
-                              "files": [*files, *run["artefacts"]["pcaps"]]})
+                              "files": [*files, *run["artefacts"]["pcaps"], *top["artefacts"]["pcaps"]]})
+    for mode, r in point.items():
+        assert iteration(r["stats"]) is not None, f"RTL point, {mode}: a flow never completed"
+    c, node = point["disaggregated"]["counters"], point["disaggregated"]["node"]
+    assert c["misordered"] == 0 and node["overflow"] == 0 and node["drain_empty"] == 0, (c, node)
+    assert c["spilled"] > 0 and c["reinjected"] == c["spilled"], c
     drops = {key: sum(s["dropped"] for s in r["stats"]) for key, r in runs.items()}
     times = {key: iteration(r["stats"]) for key, r in runs.items()}
     assert None not in times.values(), f"a flow never completed: {times}"

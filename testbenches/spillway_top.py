@@ -10,7 +10,12 @@ from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams
 from hdl.spill_node import COUNTERS as NODE_COUNTERS
 from hdl.spill_node import SpillNode, SpillNodeParams, link_layout
 
-__all__ = ["SpillwayTop", "switch_params", "node_params"]
+__all__ = ["SpillwayTop", "switch_params", "node_params", "P3"]
+
+#: The wrapper's parameters in the default suite (``testbenches/test_spillway.py`` config ``p3``); the
+#: Spillway scenario replays one of its points on the same build. ``latency`` is the test's link delay.
+P3 = dict(latency=7, ports=3, high=6, low=2, capacity=4, drain_rate=1, drain_window=3, flows=8, order="flow",
+          mtu=200, buffer=12, return_slots=2, data_bytes=64, counter_bits=16)
 
 
 def switch_params(values):

@@ -186,7 +186,7 @@ def test_agg_measure(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["nosuchblock"], "unknown block 'nosuchblock'"),
-    (["spill_buffer[nosuch]"], "unknown variant 'spill_buffer[nosuch]'; known: disaggregated"),
+    (["spill_buffer[nosuch]"], "unknown variant 'spill_buffer[nosuch]'; known: inswitch"),
     (["--packets", "0"], "--packets: must be at least 1"),
     (["--packets", "-3", "packet_fifo"], "--packets: must be at least 1"),
 ])

@@ -354,11 +354,12 @@ async def reset_mid_traffic(dut):
 
 
 PARAMS = {
-    "esa": PipelineParams.of(agg=dict(policy="esa"), spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5),
+    "esa": PipelineParams.of(agg=dict(policy="esa"), spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5,
+                                                                        mode="inswitch"),
                              beats=2),
     "switchml": PipelineParams.of(agg=dict(policy="switchml", slots=2),
                                   spill=dict(ports=2, high=5, low=1, capacity=6, drain_rate=2, drain_window=5,
-                                             order="port", handle_bits=3), beats=1, data_bytes=96),
+                                             order="port", handle_bits=3, mode="inswitch"), beats=1, data_bytes=96),
     "disagg": PipelineParams.of(agg=dict(policy="esa"),
                                 spill=dict(mode="disaggregated", ports=2, high=5, low=2, capacity=6, drain_rate=1,
                                            drain_window=3, handle_bits=4, mtu=200, buffer=8, return_slots=2),

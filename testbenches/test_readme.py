@@ -87,7 +87,7 @@ class Shell:
         if self._sim is None:
             start = time.time()
             self("make sim")
-            self._sim = self.newest("spill_buffer/*-vcd/random_traffic/dump.vcd", start)
+            self._sim = self.newest("spillway/*-vcd/random_traffic/dump.vcd", start)
         return self._sim
 
 
@@ -214,7 +214,7 @@ def _mutants_list(sh):
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
-    assert re.search(r"^spill_buffer\s+\d+", out, re.M), out
+    assert re.search(r"^spillway\s+\d+", out, re.M), out
 
 
 def _blocks(sh):

@@ -386,9 +386,9 @@ async def flow_order(dut):
 
 PARAMS = {
     "flow": SpillBufferParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
-                              order="flow"),
+                              order="flow", mode="inswitch"),
     "port": SpillBufferParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8,
-                              order="port"),
+                              order="port", mode="inswitch"),
 }
 
 

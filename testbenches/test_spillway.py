@@ -20,7 +20,7 @@ from models.spill_buffer import CREDIT_COUNTERS, SpillSwitchModel
 from models.spill_node import COUNTERS as NODE_COUNTERS
 from models.spill_node import SpillNodeModel
 from testbenches import runner, tb
-from testbenches.spillway_top import SpillwayTop, node_params, switch_params
+from testbenches.spillway_top import P3, SpillwayTop, node_params, switch_params
 
 ARP_ETHERTYPE = 0x0806
 
@@ -377,8 +377,7 @@ async def reset_mid_traffic(dut):
 
 
 PARAMS = {
-    "p3": dict(latency=7, ports=3, high=6, low=2, capacity=4, drain_rate=1, drain_window=3, flows=8, order="flow",
-               mtu=200, buffer=12, return_slots=2, data_bytes=64, counter_bits=16),
+    "p3": P3,
     "p2w48": dict(latency=40, ports=2, high=5, low=3, capacity=6, drain_rate=2, drain_window=4, flows=4,
                   order="port", mtu=150, buffer=8, return_slots=3, data_bytes=48, counter_bits=16),
 }
@@ -460,12 +459,21 @@ def test_models_closed_loop(latency):
 
 
 def test_model_entry_point():
-    """``SpillBufferModel(params)`` is the model of either mode (what the registry names)."""
+    """``SpillBufferModel(params)`` is the model of either mode (what the registry names); the default
+    mode is the paper's (disaggregated), the in-switch baseline is chosen explicitly."""
+    from models.pipeline import PipelineParams
     from models.spill_buffer import SpillBufferModel, SpillBufferParams
-    assert type(SpillBufferModel(SpillBufferParams(mode="disaggregated"))) is SpillSwitchModel
-    assert type(SpillBufferModel(SpillBufferParams())) is SpillBufferModel
+    assert SpillBufferParams().mode == "disaggregated" and PipelineParams().spill.mode == "disaggregated"
+    assert type(SpillBufferModel(SpillBufferParams())) is SpillSwitchModel
+    assert type(SpillBufferModel(SpillBufferParams(mode="inswitch"))) is SpillBufferModel
     with pytest.raises(ValueError, match="SpillSwitchModel: mode"):
-        SpillSwitchModel(SpillBufferParams())
+        SpillSwitchModel(SpillBufferParams(mode="inswitch"))
+    import registry
+    for name, default in (("spill_buffer", SpillBufferParams()), ("pipeline", PipelineParams())):
+        b, overrides, _ = registry.variant(f"{name}[inswitch]")     # the baseline: the defaults, in-switch
+        expected = default.replace(mode="inswitch") if name == "spill_buffer" else \
+            default.replace(spill=default.spill.replace(mode="inswitch"))
+        assert b.make_params(overrides) == expected, name
 
 
 def test_bench_stimulus():

@@ -10,7 +10,7 @@ block on four engines, all in this run:
 - ``cocotb``: cocotb + Verilator with the testbenches' own StreamSource / StreamSink;
 - ``amaranth-pysim``: Amaranth's Python simulator (fewer packets: it is the slowest).
 
-``block[variant]`` benchmarks a registry variant (e.g. ``spill_buffer[disaggregated]``).
+``block[variant]`` benchmarks a registry variant (e.g. ``spill_buffer[inswitch]``).
 It prints packets/s and cycles/s per engine and the ratio to the C++ harness, and writes
 ``build/bench/bench.csv``.
 """
