@@ -25,7 +25,7 @@ from models.spill_node import SpillNodeModel, SpillNodeParams
 from testbenches import runner, tb
 
 AGG = AggregatorParams(policy="atp", slots=4, workers=3, values=2, data_bytes=64, ps_port=5, mcast_port=255)
-SPILL = SpillBufferParams(ports=4, high=6, low=2, capacity=4, drain_window=3, data_bytes=64)
+SPILL = SpillBufferParams(mode="inswitch", ports=4, high=6, low=2, capacity=4, drain_window=3, data_bytes=64)
 NODE = SpillNodeParams(ports=2, capacity=3, mtu=200, data_bytes=64)
 
 
