@@ -153,10 +153,11 @@ def _make_waves(sh):
 
 
 def _make_waves_svg(sh):
-    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='d__valid d__payload top.core.spill top.core.drain o__valid "
-                "o__payload pending' START=8 ROWS=26 SVG=build/window.svg")
+    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid "
+                "reinjected o__valid o__payload.meta' START=30 ROWS=32 SVG=build/window.svg")
     svg = (sh.root / "build/window.svg").read_text()
-    for lane in ("d__valid", "spill", "drain", "handle (dec)", "spilled", "pending (dec)", "cycles 8..33"):
+    for lane in ("qdepth", "[0] (dec)", "spill_o__valid", "node_stored", "drains (dec)", "reinjected (dec)",
+                 "port (dec)", "spilled", "cycles 30..61"):
         assert f">{lane}<" in svg, lane
 
 
@@ -166,7 +167,7 @@ def _tshark(sh):
         if os.geteuid() == 0:
             pytest.fail("tshark is missing although this runs as root: tools/setup.sh (make setup) installs it")
         pytest.skip("tshark is not installed and this is not root")
-    out, _ = sh(".venv/bin/python -m tools.tshark build/spill_buffer")
+    out, _ = sh(".venv/bin/python -m tools.tshark build/spillway")
     rows = [line.split() for line in out.splitlines()[1:]]
     # columns: packets, fields, dns, malformed, mismatch; no DNS even in the bad-input tests' pcaps
     assert rows and all(r[2] == "0" and r[4] == "0" for r in rows) and any("infiniband" in r for r in rows), out
@@ -240,7 +241,7 @@ SMOKE = {
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
     "make waves SIGNALS='d__valid d__payload top.core.spill top.core.drain o__valid o__payload pending' START=8 "
     "ROWS=26 SVG=build/window.svg": _make_waves_svg,
-    ".venv/bin/python -m tools.tshark build/spill_buffer": _tshark,
+    ".venv/bin/python -m tools.tshark build/spillway": _tshark,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
