@@ -239,8 +239,8 @@ SMOKE = {
     "WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_vcd,
     "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
-    "make waves SIGNALS='d__valid d__payload top.core.spill top.core.drain o__valid o__payload pending' START=8 "
-    "ROWS=26 SVG=build/window.svg": _make_waves_svg,
+    "make waves SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid reinjected o__valid o__payload.meta' "
+    "START=30 ROWS=32 SVG=build/window.svg": _make_waves_svg,
     ".venv/bin/python -m tools.tshark build/spillway": _tshark,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
     "make regress SEEDS=8 SHARD=2/4": _regress,
