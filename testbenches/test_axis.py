@@ -15,11 +15,13 @@ from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStream
 
 from hdl.aggregator import Aggregator
 from hdl.axis import AxiStream
+from hdl.bounded_loss_tracker import BoundedLossTracker, cfg_layout, close_layout, fwd_layout, nack_layout
 from hdl.spill_buffer import SpillBuffer
 from hdl.spill_node import SpillNode
 from models import wire
 from models.aggregator import AggregatorModel, AggregatorParams
-from models.headers import drain_request, ina_packet, roce_packet, spill_frame
+from models.bounded_loss_tracker import KINDS, PACKET_COUNTERS, BoundedLossTrackerModel, BoundedLossTrackerParams
+from models.headers import dblp_packet, drain_request, ina_packet, roce_packet, spill_frame
 from models.spill_buffer import SpillBufferModel, SpillBufferParams
 from models.spill_node import SpillNodeModel, SpillNodeParams
 from testbenches import runner, tb
@@ -27,6 +29,7 @@ from testbenches import runner, tb
 AGG = AggregatorParams(policy="atp", slots=4, workers=3, values=2, data_bytes=64, ps_port=5, mcast_port=255)
 SPILL = SpillBufferParams(mode="inswitch", ports=4, high=6, low=2, capacity=4, drain_window=3, data_bytes=64)
 NODE = SpillNodeParams(ports=2, capacity=3, mtu=200, data_bytes=64)
+DBLP = BoundedLossTrackerParams(rounds=4, e_max=8, word_bits=8, deadline=120, data_bytes=64)
 
 
 class AxisAggregator(AxiStream):
@@ -42,6 +45,11 @@ class AxisSpillBuffer(AxiStream):
 class AxisSpillNode(AxiStream):
     def __init__(self, params):
         super().__init__(SpillNode(params))
+
+
+class AxisBoundedLossTracker(AxiStream):
+    def __init__(self, params):
+        super().__init__(BoundedLossTracker(params))
 
 
 async def start(dut, rng):
@@ -233,6 +241,74 @@ async def spill_node(dut):
     tb.summary(counters=dict(model.counters))
 
 
+@cocotb.test()
+async def bounded_loss_tracker(dut):
+    """DBLP rounds with losses and duplicates on ``s_axis``, phase-table rows on ``s_cfg_axis``
+    (``tdata`` = the row's bits), the three descriptor streams on ``m_fwd_axis``, ``m_close_axis`` and
+    ``m_nack_axis`` under back-pressure: every cycle ``s_axis_tready`` and each output's ``tvalid`` and
+    ``tdata`` equal the model's; FULL, BOUNDED and NACK-then-ABORT closes are all reached (a round with
+    every packet, one within tau, one far below it)."""
+    p = tb.params()
+    rng = random.Random(tb.seed())
+    model = BoundedLossTrackerModel(p)
+    layouts = {"cfg": cfg_layout(p.deadline_bits), "fwd": fwd_layout(p.handle_bits), "close": close_layout(),
+               "nack": nack_layout()}
+    source = await start(dut, rng)
+    cfg = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_cfg_axis"), dut.clk, dut.rst)
+    sinks = {n: sink_of(dut, f"m_{n}_axis", rng) for n in ("fwd", "close", "nack")}
+    taken = {n: [] for n in sinks}
+    kinds = dict(enumerate(KINDS))
+
+    async def monitor():
+        cycle = 0
+        while True:
+            await RisingEdge(dut.clk)
+            beat = beat_in(dut, p.data_bytes, tuser=False)
+            row = (tb.unpack(layouts["cfg"], int(dut.s_cfg_axis_tdata.value))
+                   if int(dut.s_cfg_axis_tvalid.value) else None)
+            readies = [bool(int(getattr(dut, f"m_{n}_axis_tready").value)) for n in sinks]
+            out = model.step(beat, row, *readies)
+            if beat is not None:
+                assert int(dut.s_axis_tready.value) == out.i_ready, f"cycle {cycle}: s_axis_tready"
+            for (name, expected), ready in zip(zip(sinks, out[1:]), readies):
+                valid = int(getattr(dut, f"m_{name}_axis_tvalid").value)
+                assert valid == (expected is not None), f"cycle {cycle}: m_{name}_axis_tvalid {valid}, {expected}"
+                if valid:
+                    got = tb.unpack(layouts[name], int(getattr(dut, f"m_{name}_axis_tdata").value))
+                    if name == "close":
+                        got["kind"] = kinds[got["kind"]]
+                    assert got == expected, f"cycle {cycle}: m_{name}_axis {got}, model {expected}"
+                    if ready:
+                        taken[name].append(got)
+            cycle += 1
+
+    cocotb.start_soon(monitor())
+    width = (layouts["cfg"].size + 7) // 8
+    row = tb.pack(layouts["cfg"], {"phase": 1, "tau": 64, "deadline": 120})     # phase 1: a quarter may be lost
+    await cfg.send(AxiStreamFrame(row.to_bytes(width, "little")))
+    sent = 0
+    plans = [(0, range(8)), (1, [0, 1, 2, 3, 4, 6, 7]), (0, [0, 5]), (1, range(8)), (1, [1, 2, 3])]
+    for rnd, (phase, idxs) in enumerate(plans):
+        packets = [dblp_packet(job=7, round=rnd, idx=i, cnt=8, phase=phase, last=int(i == 7), sport=50000 + rnd,
+                               payload=bytes(rng.choice((4, 40, 90)))) for i in idxs]
+        packets += [rng.choice(packets)]                      # a network duplicate
+        rng.shuffle(packets)
+        for packet in packets:
+            await source.send(AxiStreamFrame(bytes(packet)))
+            sent += 1
+    await source.wait()
+    for _ in range(2000):                                     # deadlines, NACKs, retries, aborts
+        await RisingEdge(dut.clk)
+    closes = {e["kind"] for e in taken["close"]}
+    assert closes == {"FULL", "BOUNDED", "ABORT"} and taken["nack"], (closes, len(taken["nack"]))
+    assert len(taken["fwd"]) == model.counters["forwarded"], (len(taken["fwd"]), model.counters)
+    assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters)     # each packet once
+    for name, value in model.counters.items():
+        assert int(getattr(dut, name).value) == value, name
+    cocotb.log.info("counters %s", model.counters)
+    tb.summary(counters=dict(model.counters))
+
+
 def test_axis_aggregator(record_property):
     record_property("innet", runner.run(AxisAggregator, AGG, __name__, "aggregator", block="axis_aggregator"))
 
@@ -243,3 +319,8 @@ def test_axis_spill_buffer(record_property):
 
 def test_axis_spill_node(record_property):
     record_property("innet", runner.run(AxisSpillNode, NODE, __name__, "spill_node", block="axis_spill_node"))
+
+
+def test_axis_bounded_loss_tracker(record_property):
+    record_property("innet", runner.run(AxisBoundedLossTracker, DBLP, __name__, "bounded_loss_tracker",
+                                        block="axis_bounded_loss_tracker"))
