@@ -603,11 +603,15 @@ class TB(tb.BlockTB):
         return counters
 
 
+#: EV bits 15:14 set: the UDP source port (EV[15:0]) in RoCEv2's 0xC000-0xFFFF range, as a NIC draws it.
+EPHEMERAL = 0xC000
+
+
 def random_packet(rng, usids, params):
     """A random MRC-like packet: uSID lists mixing ``usids`` and ``my``, payloads, EVs, ECN, trim DSCPs,
     hop limits, opcodes; some truncated, some with another next header (the model test's mix)."""
     us = [rng.choice(usids + [params.my_usid] * 6) for _ in range(rng.randint(1, 6))]
-    p = pkt_for(params, us, payload=bytes(rng.randrange(0, 300)), ev=rng.getrandbits(32),
+    p = pkt_for(params, us, payload=bytes(rng.randrange(0, 300)), ev=rng.getrandbits(32) | EPHEMERAL,
             ecn=rng.choice((wire.NOT_ECT, wire.ECT0, wire.ECT1, wire.ECN_CE)),
             dscp=rng.choice((wire.DSCP_MRC_DATA,) * 8 + (wire.DSCP_TRIM, wire.DSCP_TRIM_LAST)),
             hlim=rng.choice((0, 1, 2, 64, 64, 64, 64, 255)), op=rng.choice((0x04, 0x0A, 0x0B, 0x0C, 0x11)))

@@ -65,7 +65,7 @@ def mrc_descriptors(component, count, rng):
     p, hdr = component.params, wire.MRC_HEADER_BYTES
     out = []
     for n in range(count):
-        raw = bytes(mrc_packet(ev=rng.getrandbits(32), psn=n, payload=bytes(64),
+        raw = bytes(mrc_packet(ev=rng.getrandbits(32) | 0xC000, psn=n, payload=bytes(64),
                                da=usid_address(p.locator, [p.my_usid, rng.randrange(1, 1 << 16)])))
         out.append({"hdr": int.from_bytes(raw[:hdr], "little"), "length": len(raw), "port": n % p.ports,
                     "data_depth": [rng.randrange(p.data_capacity) for _ in range(p.ports)],
