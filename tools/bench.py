@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from registry import BLOCKS, variant
-from testbenches import runner
+from testbenches import checked, runner
 from testbenches.tb import pack
 from tools.cli import Parser, integer, run
 from tools.replay import Replay
@@ -55,11 +55,11 @@ def _streams(component):
     return layout, outputs
 
 
-def _stimulus(block, component, packets):
+def _stimulus(block, component, packets, dicts=False):
     layout, outputs = _streams(component)
-    beats = [pack(layout, beat) for beat in STIMULI[variant(block)[0].stimulus](component, packets,
-                                                                           random.Random(1))]
-    return layout, outputs, beats
+    items = STIMULI[variant(block)[0].stimulus](component, packets, random.Random(1))
+    beats = [pack(layout, beat) for beat in items]
+    return (layout, outputs, beats, items) if dicts else (layout, outputs, beats)
 
 
 def _member(name, port):
@@ -124,6 +124,24 @@ def run_cocotb(block, params, component, outputs, beats, testcase):
     return json.loads((test_dir / "bench.json").read_text())
 
 
+def run_checked(block, params, component, beats, dicts):
+    """The checked engine (testbenches/checked.py): the golden model runs first over the stimulus,
+    then the wrapper compares every output beat with it inside the simulation."""
+    stem = variant(block)[2]
+    expected = checked.expect(variant(block)[0].name, component, params, dicts)
+    spec = OUT / stem / "checked.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({"beats": beats, "expected": expected.outputs, "limit": expected.limit,
+                                "last_accept": expected.last_accept, "counters": expected.counters,
+                                "model_seconds": expected.model_seconds}))
+    exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
+    test_dir = runner.run(checked.checked_of, {"block": variant(block)[0].name, "params": params.as_dict(),
+                                               "depth": max(1, len(beats)), "exp_depth": exp_depth},
+                          "tools.bench_cocotb", "checked", block=f"bench_checked_{stem}",
+                          env={"INNET_BENCH_STIM": str(spec)})
+    return json.loads((test_dir / "bench.json").read_text())
+
+
 def run_pysim(component, outputs, beats):
     """Amaranth's Python simulator on the same stimulus."""
     sim = Simulator(component)
@@ -158,7 +176,7 @@ def run_pysim(component, outputs, beats):
 
 
 #: The engines, in the order they run and are reported.
-ENGINES = ["verilator-cpp", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
+ENGINES = ["verilator-cpp", "cocotb-checked", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
 
 
 def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
@@ -166,10 +184,11 @@ def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
     params = bench_params(name)
     b = variant(name)[0]
     component = b.build(params)
-    layout, outputs, beats = _stimulus(name, component, packets)
+    layout, outputs, beats, dicts = _stimulus(name, component, packets, dicts=True)
     _, _, few = _stimulus(name, component, max(packets // 20, 200))
     engines = {
         "verilator-cpp": lambda: run_cpp(name, params, component, layout, outputs, beats),
+        "cocotb-checked": lambda: run_checked(name, params, component, beats, dicts),
         "cocotb-replay": lambda: run_cocotb(name, params, component, outputs, beats, "replay"),
         "cocotb-batched": lambda: run_cocotb(name, params, component, outputs, beats, "batched"),
         "cocotb": lambda: run_cocotb(name, params, component, outputs, beats, "standard"),
