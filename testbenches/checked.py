@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from amaranth.hdl import Cat, ClockDomain, Instance, Module, Mux, Signal
+from amaranth.hdl import Cat, ClockDomain, Instance, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -102,7 +102,9 @@ class Checked(wiring.Component):
         clk = Signal()
         m.submodules.clock = Instance("innet_clock", o_clk=clk)
         m.d.comb += [sync.clk.eq(clk), sync.rst.eq(self.reset)]
-        m.submodules.dut = block = self.block
+        # The block leaves reset in the cycle the run starts (a free-running timer then agrees with the model).
+        block = self.block
+        m.submodules.dut = ResetInserter(~self.start)(block)
         names = self.files(self.outs)
 
         stim = Signal(_width(self.layout))
@@ -200,10 +202,42 @@ def _pack(shape, value):
     return pack(shape, value)
 
 
+def _shapes(component):
+    return dict(_streams(component)[1])
+
+
+def _full(shape):
+    return _ones(_width(shape))
+
+
+def _packets(beats, width):
+    """(raw bytes, meta) of each packet of ``hdl.packet`` beat dicts, at its last beat."""
+    partial = bytearray()
+    for beat in beats:
+        partial += beat["data"].to_bytes(width, "little")[:bin(beat["keep"]).count("1")]
+        if beat["last"]:
+            yield bytes(partial), beat["meta"]
+            partial = bytearray()
+
+
+def _packet_beats(shape, width, items):
+    """Expected ``(NO_CYCLE, value, mask)`` beats of ``(raw, meta)`` packets (data past ``keep`` masked)."""
+    from models.packet import beats_of
+    out = []
+    for raw, meta in items:
+        for beat in beats_of(raw, meta, width):
+            value = _pack(shape, beat)
+            out.append((NO_CYCLE, value, _keep_mask(shape, value)))
+    return out
+
+
 def spill_buffer(component, params, beats):
+    if params.mode != "inswitch":
+        raise KeyError("spill_buffer[disaggregated]: no checked-engine adapter (its spill/return links need "
+                       "a spill node in the loop)")
     from models.spill_buffer import SpillBufferModel
     model, desc, depth = SpillBufferModel(params), component.descriptor, [0] * params.ports
-    full = _ones(desc.size)
+    full = _full(desc)
 
     def step(beat):
         ready, valid, payload = model.step(beat, depth, True)
@@ -212,8 +246,182 @@ def spill_buffer(component, params, beats):
     return Expected(outputs, limit, last, model.counters)
 
 
+def spill_node(component, params, beats):
+    from models.spill_node import SpillNodeModel
+    model, shape = SpillNodeModel(params), _shapes(component)["o"]
+
+    def step(beat):
+        valid, out = model.step(beat, True)
+        if not valid:
+            return True, []
+        value = _pack(shape, out)
+        return True, [("o", value, _keep_mask(shape, value))]
+    outputs, limit, last = _cycle_run(step, beats)
+    return Expected(outputs, limit, last, model.counters)
+
+
+def chunk_bitmap(component, params, beats):
+    from models.chunk_bitmap import LATENCY, OUTCOMES, ChunkBitmapModel
+    model, shape = ChunkBitmapModel(params), _shapes(component)["o"]
+    fields, due, now = dict(shape), [], [0]
+
+    def mask_of(names):
+        return sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in names)
+    always = mask_of(["outcome", "chunk_done", "msg_done"])
+    parsed = mask_of(["msg", "offset", "gen", "channel"])
+
+    def step(beat):
+        pkt = None
+        if beat is not None and beat["first"]:
+            pkt = beat["data"].to_bytes(params.data_bytes, "little")[:beat["keep"].bit_length()]
+        cyc = model.step(pkt, None)
+        r = cyc.result
+        if r is not None:
+            value = _pack(shape, {"outcome": OUTCOMES.index(r.outcome), "msg": r.msg or 0, "offset": r.offset or 0,
+                                  "gen": r.gen or 0, "channel": r.channel or 0,
+                                  "chunk_done": r.chunk_done is not None, "chunk": r.chunk_done or 0,
+                                  "msg_done": r.msg_done})
+            mask = (always | (parsed if r.outcome != "malformed" else 0)
+                    | (mask_of(["chunk"]) if r.chunk_done is not None else 0))
+            due.append((now[0] + LATENCY, value, mask))
+        outs = []
+        while due and due[0][0] == now[0]:
+            outs.append(("o", *due.pop(0)[1:]))
+        now[0] += 1
+        return cyc.pkt_ready, outs
+    outputs, limit, last = _cycle_run(step, beats, TAIL + LATENCY)
+    return Expected(outputs, limit, last, model.counters)
+
+
+def ev_selector(component, params, beats):
+    from models.ev_selector import EVENT_KINDS, EvSelectorModel
+    model, shape = EvSelectorModel(params), _shapes(component)["o"]
+    fields = dict(shape)
+    chosen = sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in ("slot", "ev", "plane"))
+    full = _full(shape)
+
+    def step(beat):
+        if beat is None:
+            return True, []
+        e = beat["event"]
+        event = None
+        if e.get("valid"):
+            event = {"slot": 0, "ev": 0, "last_hop": 0, "index": 0, "ok": 0, "plane": 0, **e,
+                     "kind": EVENT_KINDS[e["kind"]]}
+            event.pop("valid")
+        out = model.step(bool(beat.get("want")), event)
+        value = _pack(shape, {"selected": out["valid"], "stall": out["stall"], "slot": out["slot"] or 0,
+                              "ev": out["ev"] or 0, "plane": out["plane"] or 0, "retransmit": out["retransmit"]})
+        return True, [("o", value, full if out["valid"] else full & ~chosen)]
+    outputs, limit, last = _cycle_run(step, beats)
+    return Expected(outputs, limit, last, model.counters)
+
+
+def ev_expander(component, params, beats):
+    from models.ev_expander import EvExpanderModel
+    model, shape = EvExpanderModel(params), _shapes(component)["o"]
+    full, out = _full(shape), []
+    for beat in beats:
+        r = model.process(beat["ev"])
+        out.append((NO_CYCLE, _pack(shape, {"ok": r["ok"], "da": r["da"] or 0}), full))
+    return Expected({"o": out}, counters=model.counters)
+
+
+def bounded_loss_tracker(component, params, beats):
+    from models.bounded_loss_tracker import KINDS, BoundedLossTrackerModel
+    model, shapes = BoundedLossTrackerModel(params), _shapes(component)
+
+    def step(beat):
+        out = model.step(beat, None, True, True, True)
+        outs = []
+        for name, event in zip(("fwd", "close", "nack"), out[1:]):
+            if event is not None:
+                if name == "close":
+                    event = {**event, "kind": KINDS.index(event["kind"])}
+                outs.append((name, _pack(shapes[name], event), _full(shapes[name])))
+        return out.i_ready, outs
+    outputs, limit, last = _cycle_run(step, beats)
+    return Expected(outputs, limit, last, model.counters)
+
+
+def progress_regfile(component, params, beats):
+    from models.progress_regfile import ProgressRegfileModel
+    model, shape = ProgressRegfileModel(params), _shapes(component)["o"]
+    items = [(model.packet(raw, 0), meta) for raw, meta in _packets(beats, params.data_bytes)]
+    return Expected({"o": _packet_beats(shape, params.data_bytes, items)}, counters=model.counters)
+
+
+def aggregator(component, params, beats):
+    from models.aggregator import AggregatorModel
+    model, shape = AggregatorModel(params), _shapes(component)["o"]
+    items = [item for raw, meta in _packets(beats, component.data_bytes) for item in model.process(raw, meta)]
+    return Expected({"o": _packet_beats(shape, component.data_bytes, items)}, counters=model.counters)
+
+
+def packet_fifo(component, params, beats):
+    from models.packet_fifo import PacketFifoModel
+    model, shape = PacketFifoModel(params), _shapes(component)["o"]
+    items = []
+    for raw, meta in _packets(beats, params.data_bytes):
+        model.push(raw, meta)
+        items.append(model.pop())
+    return Expected({"o": _packet_beats(shape, params.data_bytes, items)})
+
+
+def usid_forwarder(component, params, beats):
+    """Descriptors in (the payload past ``HDR_BYTES`` is not in them: zeros), results out; for a packet
+    that leaves, the bytes of ``hdr`` the deparser sends and the length are compared."""
+    from hdl.usid_forwarder import HDR_BYTES
+    from models import wire
+    from models.usid_forwarder import VERDICTS, UsidForwarderModel
+    model, shape = UsidForwarderModel(params), _shapes(component)["o"]
+    fields = dict(shape)
+
+    def bits(name):
+        return _ones(_width(fields[name].shape)) << fields[name].offset
+    out = []
+    for d in beats:
+        raw = d["hdr"].to_bytes(HDR_BYTES, "little")[:min(d["length"], HDR_BYTES)]
+        raw += bytes(d["length"] - len(raw))
+        r = model.process(raw, d["port"], d["data_depth"], d["prio_depth"])
+        mask = bits("verdict") | bits("decap") | bits("marked")
+        value = {"verdict": VERDICTS.index(r["verdict"]), "decap": r["decap"], "marked": r["marked"]}
+        if r["packet"] is not None:
+            sent = min(min(len(raw), HDR_BYTES) - wire.IPV6_BYTES * r["decap"], len(r["packet"]))
+            value.update(port=r["port"], prio=r["queue"] == "prio", length=len(r["packet"]),
+                         hdr=int.from_bytes(r["packet"][:sent], "little"))
+            mask |= bits("port") | bits("prio") | bits("length") | (_ones(8 * sent) << fields["hdr"].offset)
+        out.append((NO_CYCLE, _pack(shape, value), mask))
+    return Expected({"o": out}, counters=model.counters)
+
+
+def pipeline(component, params, beats):
+    """In-switch mode (the disaggregated one needs a spill node on its links): every packet announced
+    to the model first, then one model step per cycle with ``qdepth`` 0 and ``o`` always ready."""
+    if params.spill.mode != "inswitch":
+        raise KeyError("pipeline[disaggregated]: no checked-engine adapter (its spill/return links need a "
+                       "spill node in the loop)")
+    from models.pipeline import PipelineModel
+    model, shape = PipelineModel(params), _shapes(component)["o"]
+    for raw, meta in _packets(beats, params.data_bytes):
+        model.packet(raw, meta)
+    depth = [0] * params.spill.ports
+
+    def step(beat):
+        ready, _, valid, out = model.step(beat is not None, depth, True)
+        if not valid:
+            return ready, []
+        value = _pack(shape, out)
+        return ready, [("o", value, _keep_mask(shape, value))]
+    outputs, limit, last = _cycle_run(step, beats)
+    return Expected(outputs, limit, last, model.all_counters())
+
+
 #: block name -> adapter(component, params, beat dicts) -> Expected.
-ADAPTERS = {"spill_buffer": spill_buffer}
+ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
+            "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
+            "progress_regfile": progress_regfile, "aggregator": aggregator, "packet_fifo": packet_fifo,
+            "usid_forwarder": usid_forwarder, "pipeline": pipeline}
 
 
 def expect(name, component, params, beats):
