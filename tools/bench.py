@@ -346,13 +346,13 @@ def main(argv=None):
         runner.verilator_env()
         progress = Progress(len(names) * len(engines))
         rows = []
-        for name in names:
+        for name in names:                    # the CSV is rewritten after each block: a long run keeps its rows
             progress.block = name
             rows += bench(name, args.packets, progress, engines)
-        with open(OUT / "bench.csv", "w", newline="") as out:
-            writer = csv.DictWriter(out, fieldnames=FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+            with open(OUT / "bench.csv", "w", newline="") as out:
+                writer = csv.DictWriter(out, fieldnames=FIELDS)
+                writer.writeheader()
+                writer.writerows(rows)
         packets = args.packets
     wide = max(18, *(len(r["block"]) + 2 for r in rows))      # the block column fits the longest name
     print(f"{'block':<{wide}}{'engine':<16}{'packets':>9}{'cycles':>9}{'packets/s':>12}"
