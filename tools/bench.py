@@ -331,7 +331,8 @@ def main(argv=None):
                         help=f"comma-separated engines to run (default: all of {','.join(ENGINES)})")
     parser.add_argument("--readme", action="store_true", help="regenerate the README's bench table from the results")
     parser.add_argument("--from-csv", type=Path, metavar="CSV",
-                        help="run nothing: print (and with --readme write) the table of a bench CSV")
+                        help="run nothing: print (and with --readme write) the table of a bench CSV "
+                             "(give the --packets it was run with)")
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
     unknown = [e for e in engines if e not in ENGINES]
@@ -340,7 +341,7 @@ def main(argv=None):
     OUT.mkdir(parents=True, exist_ok=True)
     if args.from_csv:
         rows = read_rows(args.from_csv)
-        packets = max(int(r["packets"]) for r in rows if r["engine"] == "verilator-cpp") if rows else args.packets
+        packets = args.packets                # the run's --packets (the CSV holds packets out)
     else:
         names = [name for name in args.blocks or BLOCKS if variant(name)]
         runner.verilator_env()
