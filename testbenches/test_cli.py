@@ -189,6 +189,8 @@ def test_agg_measure(tmp_path):
     (["spill_buffer[nosuch]"], "unknown variant 'spill_buffer[nosuch]'; known: inswitch"),
     (["--packets", "0"], "--packets: must be at least 1"),
     (["--packets", "-3", "packet_fifo"], "--packets: must be at least 1"),
+    (["--engines", "cocotb,nosuch", "packet_fifo"], "--engines: unknown engine nosuch; known: verilator-cpp"),
+    (["--from-csv", "README.md"], "README.md: not a bench CSV"),
 ])
 def test_bench_bad_input(args, says):
     assert says in fails("bench", *args)

@@ -105,8 +105,9 @@ def _report(sh):
 
 def _bench(sh):
     out, err = sh("make bench PACKETS=200 BLOCKS=packet_fifo")
-    assert "[5/5] packet_fifo amaranth-pysim ..." in err, err
-    assert len(re.findall(r"^packet_fifo\s+\S+\s+200\s", out, re.M)) == 5, out
+    assert "[6/6] packet_fifo amaranth-pysim ..." in err, err
+    assert len(re.findall(r"^packet_fifo\s+\S+\s+200\s", out, re.M)) == 6, out
+    assert re.search(r"^packet_fifo\s+cocotb-checked\s+200\s", out, re.M), out
 
 
 def _verilog(sh):

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from registry import BLOCKS, variant
-from testbenches import runner
+from testbenches import checked, runner
 from testbenches.tb import pack
 from tools.cli import Parser, integer, run
 from tools.replay import Replay
@@ -55,11 +55,11 @@ def _streams(component):
     return layout, outputs
 
 
-def _stimulus(block, component, packets):
+def _stimulus(block, component, packets, dicts=False):
     layout, outputs = _streams(component)
-    beats = [pack(layout, beat) for beat in STIMULI[variant(block)[0].stimulus](component, packets,
-                                                                           random.Random(1))]
-    return layout, outputs, beats
+    items = STIMULI[variant(block)[0].stimulus](component, packets, random.Random(1))
+    beats = [pack(layout, beat) for beat in items]
+    return (layout, outputs, beats, items) if dicts else (layout, outputs, beats)
 
 
 def _member(name, port):
@@ -124,6 +124,24 @@ def run_cocotb(block, params, component, outputs, beats, testcase):
     return json.loads((test_dir / "bench.json").read_text())
 
 
+def run_checked(block, params, component, beats, dicts):
+    """The checked engine (testbenches/checked.py): the golden model runs first over the stimulus,
+    then the wrapper compares every output beat with it inside the simulation."""
+    stem = variant(block)[2]
+    expected = checked.expect(variant(block)[0].name, component, params, dicts)
+    spec = OUT / stem / "checked.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({"beats": beats, "expected": expected.outputs, "limit": expected.limit,
+                                "last_accept": expected.last_accept, "counters": expected.counters,
+                                "model_seconds": expected.model_seconds}))
+    exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
+    test_dir = runner.run(checked.checked_of, {"block": variant(block)[0].name, "params": params.as_dict(),
+                                               "depth": max(1, len(beats)), "exp_depth": exp_depth},
+                          "tools.bench_cocotb", "checked", block=f"bench_checked_{stem}",
+                          env={"INNET_BENCH_STIM": str(spec)})
+    return json.loads((test_dir / "bench.json").read_text())
+
+
 def run_pysim(component, outputs, beats):
     """Amaranth's Python simulator on the same stimulus."""
     sim = Simulator(component)
@@ -158,43 +176,59 @@ def run_pysim(component, outputs, beats):
 
 
 #: The engines, in the order they run and are reported.
-ENGINES = ["verilator-cpp", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
+ENGINES = ["verilator-cpp", "cocotb-checked", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
+#: README column of each engine.
+TITLES = {"verilator-cpp": "C++ harness", "cocotb-checked": "cocotb checked", "cocotb-replay": "cocotb Replay",
+          "cocotb-batched": "cocotb batched", "cocotb": "cocotb", "amaranth-pysim": "Amaranth pysim"}
+FIELDS = ["block", "engine", "packets", "cycles", "seconds", "packets_per_s", "cycles_per_s", "ratio_to_cpp",
+          "model_packets_per_s", "load_seconds"]
 
 
-def bench(name, packets, progress=lambda engine: contextlib.nullcontext()):
-    """Rows of the benchmark of block ``name``; ``progress(engine)`` is a context for each engine."""
+def bench(name, packets, progress=lambda engine: contextlib.nullcontext(), engines=ENGINES):
+    """Rows of the benchmark of block ``name`` on ``engines``; ``progress(engine)`` is a context for each
+    engine. The checked engine needs an adapter (testbenches/checked.py): a block without one skips it."""
     params = bench_params(name)
     b = variant(name)[0]
     component = b.build(params)
-    layout, outputs, beats = _stimulus(name, component, packets)
+    layout, outputs, beats, dicts = _stimulus(name, component, packets, dicts=True)
     _, _, few = _stimulus(name, component, max(packets // 20, 200))
-    engines = {
+    runs = {
         "verilator-cpp": lambda: run_cpp(name, params, component, layout, outputs, beats),
+        "cocotb-checked": lambda: run_checked(name, params, component, beats, dicts),
         "cocotb-replay": lambda: run_cocotb(name, params, component, outputs, beats, "replay"),
         "cocotb-batched": lambda: run_cocotb(name, params, component, outputs, beats, "batched"),
         "cocotb": lambda: run_cocotb(name, params, component, outputs, beats, "standard"),
         "amaranth-pysim": lambda: run_pysim(b.build(params), outputs, few),
     }
     results = {}
-    for engine in ENGINES:
+    for engine in engines:
         with progress(engine):
-            results[engine] = engines[engine]()
+            try:
+                results[engine] = runs[engine]()
+            except KeyError as error:
+                if engine != "cocotb-checked":
+                    raise
+                print(f" skipped: {error.args[0]}", end="", file=sys.stderr)
     rows = []
-    limit = results["verilator-cpp"]["cycles"] / results["verilator-cpp"]["seconds"]
+    limit = (results["verilator-cpp"]["cycles"] / results["verilator-cpp"]["seconds"]
+             if "verilator-cpp" in results else None)
     for engine, r in results.items():
         cycles_s = r["cycles"] / r["seconds"]
+        model = r.get("model_seconds")
         rows.append({"block": name, "engine": engine, "packets": r["packets_out"],
                      "cycles": r["cycles"], "seconds": round(r["seconds"], 4),
                      "packets_per_s": round(r["packets_out"] / r["seconds"]),
-                     "cycles_per_s": round(cycles_s), "ratio_to_cpp": round(limit / cycles_s, 1)})
+                     "cycles_per_s": round(cycles_s), "ratio_to_cpp": round(limit / cycles_s, 1) if limit else "",
+                     "model_packets_per_s": round(r["beats_in"] / model) if model else "",
+                     "load_seconds": round(r["load_seconds"], 3) if "load_seconds" in r else ""})
     return rows
 
 
 class Progress:
-    """``[3/25] spill_buffer cocotb ... 12.3 s`` on stderr, one line per block and engine."""
+    """``[3/25] spill_buffer cocotb ... 12.3 s (elapsed 1:02)`` on stderr, one line per block and engine."""
 
     def __init__(self, total):
-        self.total, self.done, self.block = total, 0, None
+        self.total, self.done, self.block, self.start = total, 0, None, time.perf_counter()
 
     @contextlib.contextmanager
     def __call__(self, engine):
@@ -204,33 +238,137 @@ class Progress:
         try:
             yield
         finally:
-            print(f" {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+            elapsed = int(time.perf_counter() - self.start)
+            print(f" {time.perf_counter() - start:.1f} s (elapsed {elapsed // 60}:{elapsed % 60:02d})",
+                  file=sys.stderr, flush=True)
+
+
+def _si(value):
+    """``2.39M``, ``35.5k``, ``585``."""
+    value = float(value)
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def read_rows(path):
+    """Rows of a bench CSV (numbers as floats where they are numbers)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or set(FIELDS[:8]) - set(rows[0]):
+        raise ValueError(f"{path}: not a bench CSV (expected columns {', '.join(FIELDS)})")
+    return rows
+
+
+def markdown(rows, packets):
+    """The README's bench table: cycles/s per block and engine, with how much slower than C++."""
+    blocks = list(dict.fromkeys(r["block"] for r in rows))
+    engines = [e for e in ENGINES if any(r["engine"] == e for r in rows)]
+    cell = {(r["block"], r["engine"]): r for r in rows}
+    lines = [f"`make bench` (`python -m tools.bench --packets {packets} --readme`: {packets} beats, 2 cores; "
+             "cycles/s, and how much slower than the plain C++ harness; *model*: the golden model run ahead "
+             "for the checked engine, packets/s):", "",
+             "| block | " + " | ".join(TITLES[e] for e in engines) + " | model |",
+             "|---|" + "---|" * (len(engines) + 1)]
+    for block in blocks:
+        cells = []
+        for e in engines:
+            r = cell.get((block, e))
+            if r is None:
+                cells.append("—")
+            elif e == "verilator-cpp":
+                cells.append(_si(r["cycles_per_s"]))
+            else:
+                ratio = float(r["ratio_to_cpp"]) if r["ratio_to_cpp"] != "" else None
+                cells.append(_si(r["cycles_per_s"]) if ratio is None else
+                             f"{_si(r['cycles_per_s'])} ({ratio:.0f}x)" if ratio >= 10 else
+                             f"{_si(r['cycles_per_s'])} ({ratio:.1f}x)")
+        model = cell.get((block, "cocotb-checked"), {}).get("model_packets_per_s") or ""
+        lines.append(f"| {block} | " + " | ".join(cells) + f" | {_si(model) if model != '' else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_readme(text, readme=ROOT / "README.md"):
+    """Put ``text`` between the ``<!-- bench -->`` markers of the README."""
+    source = readme.read_text()
+    head, sep, rest = source.partition("<!-- bench -->\n")
+    _, sep2, tail = rest.partition("<!-- /bench -->")
+    if not sep or not sep2:
+        raise ValueError(f"{readme}: no <!-- bench --> ... <!-- /bench --> markers")
+    readme.write_text(head + sep + text + sep2 + tail)
+
+
+def plot(rows, path):
+    """Cycles/s per block and engine (log scale), one bar group per block."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    blocks = list(dict.fromkeys(r["block"] for r in rows))
+    engines = [e for e in ENGINES if any(r["engine"] == e for r in rows)]
+    cell = {(r["block"], r["engine"]): float(r["cycles_per_s"]) for r in rows}
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(blocks)), 4.5))
+    width = 0.8 / len(engines)
+    for k, e in enumerate(engines):
+        xs = [i + (k - (len(engines) - 1) / 2) * width for i in range(len(blocks))]
+        ax.bar(xs, [cell.get((b, e), 0) for b in blocks], width, label=TITLES[e])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(blocks)), blocks, rotation=30, ha="right")
+    ax.set_xlabel("block")
+    ax.set_ylabel("simulated cycles per second (log)")
+    ax.set_title("make bench: simulation throughput per engine")
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None):
     parser = Parser(prog="bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("blocks", nargs="*", help=f"blocks to run (default: all of {', '.join(BLOCKS)})")
     parser.add_argument("--packets", type=integer(1), default=20000, help="packets per engine (pysim: 1/20)")
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated engines to run (default: all of {','.join(ENGINES)})")
+    parser.add_argument("--readme", action="store_true", help="regenerate the README's bench table from the results")
+    parser.add_argument("--from-csv", type=Path, metavar="CSV",
+                        help="run nothing: print (and with --readme write) the table of a bench CSV "
+                             "(give the --packets it was run with)")
     args = parser.parse_args(argv)
-    names = [name for name in args.blocks or BLOCKS if variant(name)]
-    runner.verilator_env()
+    engines = [e for e in args.engines.split(",") if e]
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown or not engines:
+        raise ValueError(f"--engines: unknown engine {', '.join(unknown) or '(none)'}; known: {', '.join(ENGINES)}")
     OUT.mkdir(parents=True, exist_ok=True)
-    progress = Progress(len(names) * len(ENGINES))
-    rows = []
-    for name in names:
-        progress.block = name
-        rows += bench(name, args.packets, progress)
-    with open(OUT / "bench.csv", "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=rows[0])
-        writer.writeheader()
-        writer.writerows(rows)
+    if args.from_csv:
+        rows = read_rows(args.from_csv)
+        packets = args.packets                # the run's --packets (the CSV holds packets out)
+    else:
+        names = [name for name in args.blocks or BLOCKS if variant(name)]
+        runner.verilator_env()
+        progress = Progress(len(names) * len(engines))
+        rows = []
+        for name in names:                    # the CSV is rewritten after each block: a long run keeps its rows
+            progress.block = name
+            rows += bench(name, args.packets, progress, engines)
+            with open(OUT / "bench.csv", "w", newline="") as out:
+                writer = csv.DictWriter(out, fieldnames=FIELDS)
+                writer.writeheader()
+                writer.writerows(rows)
+        packets = args.packets
     wide = max(18, *(len(r["block"]) + 2 for r in rows))      # the block column fits the longest name
     print(f"{'block':<{wide}}{'engine':<16}{'packets':>9}{'cycles':>9}{'packets/s':>12}"
-          f"{'cycles/s':>12}{'slower than C++':>17}")
+          f"{'cycles/s':>12}{'slower than C++':>17}{'model pkt/s':>13}")
     for r in rows:
+        ratio = f"{float(r['ratio_to_cpp']):g}x" if r["ratio_to_cpp"] != "" else "—"
         print(f"{r['block']:<{wide}}{r['engine']:<16}{r['packets']:>9}{r['cycles']:>9}"
-              f"{r['packets_per_s']:>12}{r['cycles_per_s']:>12}{r['ratio_to_cpp']:>16}x")
-    print(f"written {OUT / 'bench.csv'}")
+              f"{r['packets_per_s']:>12}{r['cycles_per_s']:>12}{ratio:>17}{r.get('model_packets_per_s', ''):>13}")
+    plot(rows, OUT / "bench.png")
+    if not args.from_csv:
+        print(f"written {OUT / 'bench.csv'}")
+    print(f"written {OUT / 'bench.png'}")
+    if args.readme:
+        write_readme(markdown(rows, packets))
+        print(f"written {ROOT / 'README.md'} (bench table)")
 
 
 if __name__ == "__main__":

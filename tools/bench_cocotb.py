@@ -103,3 +103,16 @@ async def replay(dut):
         await Timer(2 * 4096, "ns")
     await Timer(2 * 32, "ns")
     _report(spec, start_ns, start_s, int(dut.packets.value), int(dut.cycles.value))
+
+
+@cocotb.test()
+async def checked(dut):
+    """The checked engine (testbenches/checked.py): stimulus and the golden model's expected outputs in
+    memories of the wrapper, every output compared in the HDL, no Python until the run is over."""
+    from testbenches import checked as engine
+    spec = _stimulus()
+    component = engine.checked_of(**tb.params()).block
+    expected = engine.Expected({k: [tuple(b) for b in v] for k, v in spec["expected"].items()},
+                               spec["limit"], spec["last_accept"], spec["counters"], spec["model_seconds"])
+    result = await engine.check(dut, component, spec["beats"], expected)
+    (tb.run_dir() / "bench.json").write_text(json.dumps({**result, "beats_in": len(spec["beats"])}))

@@ -1,0 +1,86 @@
+"""The checked engine (testbenches/checked.py) itself: a clean run passes, and every kind of difference
+planted in the golden model's expectations (a payload bit, a cycle, a missing beat, an extra beat, a
+counter, the cycle the last input goes in) fails the run, naming the cycle where it shows."""
+import random
+
+import cocotb
+
+from models.spill_buffer import SpillBufferParams
+from testbenches import checked, runner, tb
+from tools.traffic import roce_beats
+
+PARAMS = SpillBufferParams(ports=4, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8, order="port")
+BEATS = 120
+
+
+def setup():
+    """(component, packed input beats, Expected) of seeded line-rate RoCEv2 traffic on the spill buffer."""
+    component = checked.checked_of(**tb.params()).block
+    beats = roce_beats(component, BEATS, random.Random(tb.seed()))
+    layout = component.signature.members["i"].signature.members["payload"].shape
+    expected = checked.expect("spill_buffer", component, PARAMS, beats)
+    assert len(expected.outputs["o"]) == BEATS, "qdepth 0, ports 0..3 (roce_beats): every packet is forwarded"
+    return component, [tb.pack(layout, b) for b in beats], expected
+
+
+async def fails(dut, component, words, expected, *needles):
+    """The checked run fails with a message holding every one of ``needles``."""
+    try:
+        await checked.check(dut, component, words, expected)
+    except AssertionError as error:
+        message = str(error)
+        assert all(n in message for n in needles), f"wrong failure: {message!r}, wanted {needles}"
+        cocotb.log.info("caught as expected: %s", message)
+        return
+    raise AssertionError(f"the planted difference {needles} went unnoticed")
+
+
+@cocotb.test()
+async def clean_run(dut):
+    """The RTL and its golden model agree on every beat, cycle and counter."""
+    component, words, expected = setup()
+    result = await checked.check(dut, component, words, expected)
+    assert result["beats_out"] == BEATS and result["cycles"] == expected.limit, result
+    tb.summary(counters=expected.counters)
+
+
+@cocotb.test()
+async def planted_differences(dut):
+    """Each planted difference fails the run at its cycle (one wrapper, re-run after each)."""
+    component, words, expected = setup()
+    beats = expected.outputs["o"]
+    k = len(beats) // 2
+    cycle, value, mask = beats[k]
+    desc = component.descriptor
+    length = dict(desc)["length"]
+
+    beats[k] = (cycle, value ^ (1 << length.offset), mask)               # a payload bit (length)
+    await fails(dut, component, words, expected, f"cycle {cycle}: o beat {k} differs", "'length'")
+    beats[k] = (cycle, value ^ (1 << length.offset), mask & ~(1 << length.offset))   # masked: not compared
+    await checked.check(dut, component, words, expected)
+    beats[k] = (cycle + 1, value, mask)                                   # the model wants it a cycle later
+    await fails(dut, component, words, expected, f"cycle {cycle}: o beat {k}", f"at cycle {cycle + 1}")
+    beats[k] = (cycle, value, mask)
+
+    extra = beats.pop()                                                   # the RTL sends one more beat
+    await fails(dut, component, words, expected, f"cycle {extra[0]}: o beat {len(beats)}", "does not expect")
+    beats.append(extra)
+    beats.append((extra[0] + 1, value, mask))                             # one the RTL never sends
+    await fails(dut, component, words, expected, f"missing at cycle {extra[0] + 1}")
+    beats.pop()
+
+    expected.last_accept += 1
+    await fails(dut, component, words, expected, "last input beat went in at cycle")
+    expected.last_accept -= 1
+    expected.counters["forwarded"] += 1
+    await fails(dut, component, words, expected, "counters differ", "'forwarded'")
+    expected.counters["forwarded"] -= 1
+    await checked.check(dut, component, words, expected)                 # restored: passes again
+
+
+WRAPPER = {"block": "spill_buffer", "params": PARAMS.as_dict(), "depth": BEATS, "exp_depth": BEATS + 1}
+
+
+@runner.parametrize(__name__, {"spill_buffer": WRAPPER})
+def test_checked(params, testcase, record_property):
+    record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
