@@ -506,7 +506,7 @@ async def atp_noequ0_write_data_entry(dut):
 @cocotb.test()
 async def atp_outPort_table_overflow(dut):
     """p4ml.p4:62: a data packet with overflow=1 bypasses aggregation to the PS unchanged; the slot
-    is untouched."""
+    is untouched (incomplete, and complete: ATP holds a complete round until its ACK)."""
     t, rng, nprng = await setup(dut)
     a = Round(0x40001, 0, 1, grads(nprng, t))
     t.answer = False
@@ -515,6 +515,13 @@ async def atp_outPort_table_overflow(dut):
     assert h.overflow and not h.result and not h.collision and meta["port"] == PS_PORT
     assert h.bitmap == 0b10 and h.values == a.grads[1].tolist()
     assert t.model.state[0].bitmap == 0b1, "overflow packet not aggregated"
+    b = Round(0x40002, 1, 1, grads(nprng, t))                # a complete round: ATP holds it until the ACK
+    (h, _), = await t.outputs(*(b.packet(w) for w in range(b.fanin)))
+    assert h.result
+    (h, meta), = await t.outputs(b.packet(0, overflow=1))    # overflow=1 to the complete slot: bypasses it
+    assert h.overflow and not h.result and meta["port"] == PS_PORT and h.values == b.grads[0].tolist()
+    if t.policy == "atp":
+        assert t.model.state[1].count == b.fanin and t.model.state[1].jobseq == b.jobseq
     t.finish("outPort_table_overflow")
 
 

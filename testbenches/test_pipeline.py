@@ -17,13 +17,49 @@ from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
 from hdl.spill_node import link_layout
 from models import wire
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
-from models.pipeline import PipelineModel, counters
+from models.pipeline import COUNTERS, DISAGGREGATED_COUNTERS, PipelineModel, counters
 from models.spill_node import SpillNodeModel
 from testbenches import runner, tb
 from testbenches.spillway_top import node_params
 
 #: Spill link delay, cycles each way (disaggregated mode).
 LATENCY = 6
+
+
+#: Aggregator outcomes a policy has no rule for (as in test_aggregator: SwitchML has no job+seq, PS
+#: or collision; ESA's ACKs: the pipeline's PS is not modelled, an ACK meets no slot it could free).
+NEVER = {"switchml": ("collision", "forwarded", "flushed", "preempted", "ack_freed"), "esa": ()}
+CONFIGS = ("esa/inswitch", "switchml/inswitch", "esa/disaggregated")
+ALL_COUNTERS = tuple(dict.fromkeys(COUNTERS + DISAGGREGATED_COUNTERS))
+OTHER_MODE = "a counter port of the other stage-3 mode (in-switch store vs disaggregated switch side)"
+CLOSED_LOOP = "the pipeline's spill link is closed by a well-behaved node model: returns are in order, well-formed"
+
+
+def coverage():
+    """The pipeline's functional coverage: every counter reason of every stage under each configuration
+    (policy x stage-3 mode), and the top's own timing decisions (a command takes stage 2's cycle, stage 3
+    waits on a busy store entry or back-pressures, an oversize entry is skipped)."""
+    cover = tb.Coverage("pipeline")
+    cover.point("counter", ALL_COUNTERS)
+    cover.point("config", CONFIGS)
+    unreachable = {}
+    for config in CONFIGS:
+        policy, mode = config.split("/")
+        mine = DISAGGREGATED_COUNTERS if mode == "disaggregated" else COUNTERS
+        for name in ALL_COUNTERS:
+            if name not in mine:
+                unreachable[(name, config)] = OTHER_MODE
+            elif name[4:] in NEVER[policy] and name.startswith("agg_"):
+                unreachable[(name, config)] = f"the {policy} aggregator has no rule for {name[4:]}"
+        if mode == "disaggregated":
+            for name in ("spill_misordered", "spill_return_malformed"):
+                unreachable[(name, config)] = CLOSED_LOOP
+    cover.cross("counter_x_config", "counter", "config", unreachable=unreachable)
+    cover.point("event", ("cmd_takes_stage2", "cmd_waits", "stage3_waits", "store_busy", "oversize_skipped"))
+    cover.cross("event_x_config", "event", "config", unreachable={
+        **{("store_busy", c): "no packet store in disaggregated mode" for c in CONFIGS if "disagg" in c},
+        **{("oversize_skipped", c): "no packet store in disaggregated mode" for c in CONFIGS if "disagg" in c}})
+    return cover
 
 
 def _masked(beat):
@@ -53,6 +89,8 @@ class TB(tb.BlockTB):
         self.sent = []                      # ingress packets (bytes, port)
         self.bursting = False
         self.disaggregated = self.block.disaggregated
+        self.config_name = f"{self.params.agg.policy}/{'disaggregated' if self.disaggregated else 'inswitch'}"
+        self.cover = coverage()
         if self.disaggregated:
             self.counter_names = counters(self.params)
             self.link = link_layout(self.width)
@@ -106,7 +144,11 @@ class TB(tb.BlockTB):
                 link = {"spill_o_ready": bool(dut.spill_o__ready.value),
                         "spill_i": (tb.unpack(self.link, dut.spill_i__payload.value.to_unsigned())
                                     if dut.spill_i__valid.value else None)}
+            before = self.model.all_counters()
+            stage1, stage2 = self.model.stage1, self.model.stage2
+            busy = not self.disaggregated and self.model.busy[self.model.handle]
             i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd, **link)
+            self.sample(before, stage1, stage2, busy, cmd, cfg_ready)
             where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
             if self.disaggregated:
                 self._link(where, link["spill_o_ready"], rng)
@@ -128,6 +170,24 @@ class TB(tb.BlockTB):
                 self.queues = [max(q - 1, 0) for q in self.queues]
             depth = self.qdepth()
             dut.qdepth.value = tb.pack(self.block.spill.qdepth.shape(), depth)
+
+    def sample(self, before, stage1, stage2, busy, cmd, cfg_ready):
+        """Functional coverage of one cycle: the counters the model moved, the top's timing decisions."""
+        config = self.config_name
+        for name, value in self.model.all_counters().items():
+            if value > before[name]:
+                self.cover.sample(counter=name, config=config)
+        events = []
+        if cmd is not None:
+            events.append("cmd_takes_stage2" if cfg_ready and stage1 is not None else
+                          "cmd_waits" if not cfg_ready else None)
+        if stage2 is not None and self.model.stage2 is stage2:
+            events.append("store_busy" if busy else "stage3_waits")
+        if not self.disaggregated and self.model.counters["oversize"] > before["oversize"]:
+            events.append("oversize_skipped")
+        for event in events:
+            if event:
+                self.cover.sample(event=event, config=config)
 
     def _link(self, where, so_ready, rng):
         """Disaggregated mode: ``spill_o`` and ``credits`` vs the model; the spill link through the
@@ -207,6 +267,7 @@ class TB(tb.BlockTB):
             self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
                            spill_drained=c["spill_drained"], oversize=-c["oversize"])
         self.write_pcaps()
+        self.cover.write()
         cocotb.log.info("%s: %d in, %d out, counters %s, %d cycles", name, len(self.sent),
                         len(self.sink), {k: v for k, v in c.items() if v}, self.cycle)
 
