@@ -388,8 +388,9 @@ async def flow_order(dut):
 async def decision_edges(dut):
     """The decisions the random traffic leaves to luck, by construction: spilled and spill_overflow at
     high-1 and between the watermarks (a flow with packets outstanding), spill_overflow of a flow with
-    nothing outstanding (flow order: the port's FIFO is full of another flow's packets), a packet
-    stalled between the watermarks and at high-1 (output register held by back-pressure)."""
+    nothing outstanding (flow order: the port's FIFO is full of another flow's packets) and at the low
+    watermark (o held: no drain empties the FIFO), a packet stalled between the watermarks and at high-1
+    (output register held by back-pressure)."""
     t = TB(dut)
     t.sink.set_pause_generator(None)
     await t.reset()
@@ -432,6 +433,11 @@ async def decision_edges(dut):
     t.fixed = [mid] * P
     t.send(packet(c, 1), 2)                      # forwarded into the output register (c has nothing spilled)
     await settle()
+    t.fixed = [L] * P                            # every FIFO is eligible, but o is held: nothing drains,
+    t.send(packet(a, C + 2), 0)                  # so port 0 is still full: overflow at =low
+    await settle()
+    assert t.counters()["spill_overflow"] == 4 and t.counters()["drained"] == 0, t.counters()
+    t.fixed = [mid] * P
     t.send(packet(c, 2), 2)                      # stalled between the watermarks
     for _ in range(8):
         await RisingEdge(dut.clk)
@@ -442,7 +448,7 @@ async def decision_edges(dut):
     t.sink.set_pause_generator(None)
     await t.drain()
     c_ = t.counters()
-    assert (c_["forwarded"], c_["spilled"], c_["spill_overflow"], c_["drained"]) == (3, C + 2, 3, C + 2), c_
+    assert (c_["forwarded"], c_["spilled"], c_["spill_overflow"], c_["drained"]) == (3, C + 2, 4, C + 2), c_
     t.check("decision_edges")
 
 
