@@ -428,7 +428,11 @@ async def random_traffic(dut):
     t = TB(dut, rng, idle=0.2, backpressure=0.3)
     await tb.reset(dut)
     if t.policy == "switchml":
-        await traffic(t, rng, make_rounds(rng, nprng, t.params, jobs=3, rounds=20))
+        rounds = make_rounds(rng, nprng, t.params, jobs=3, rounds=20)
+        await traffic(t, rng, rounds)
+        last = rounds[19]       # job 0's last round: the last use of its (slot, set), complete
+        t.send(last.packet(0), {"port": worker_port(0)})     # a retransmission answered to worker 0
+        await t.drain()
         counters = t.finish("random")
         assert counters["completed"] > 0, "rounds were aggregated in the switch"
         assert counters["resent"] + counters["duplicate"] > 0
@@ -440,11 +444,37 @@ async def random_traffic(dut):
         done |= set(t.ps.done)
         if all(t.model.counters[e] for e in events):
             break
+    done |= await every_event(t, nprng, first_job=3 * BATCHES)
     counters = t.finish("random")
     assert counters["completed"] > 0, "rounds were aggregated in the switch"
     assert all(counters[e] for e in events), f"after {BATCHES} batches some events never happened: {counters}"
     held = [s.jobseq for s in t.model.state if s.jobseq]
     assert all(js in done for js in held), "a slot is left held only by a finished round's late duplicate"
+
+
+async def every_event(t, nprng, first_job):
+    """ATP/ESA, after the random batches: each event ``random_traffic`` checks, reached by construction
+    on slot 0 (a small pool can clog with other jobs' partials so that no random round completes):
+    the holder's ACK frees the slot; an early ACK frees a partial (ack_freed); its round recovers by
+    resends to the empty slot (forwarded); a resend with a match flushes (flushed); a round completes
+    in the switch (completed). Returns the job+seqs the PS finished."""
+    V, W = t.values, t.params.workers
+    ack = dict(fanin=W, ack=1)
+    if t.model.state[0].jobseq:
+        t.send(ina_packet(0, t.model.state[0].jobseq, 0, [0] * V, **ack), {"port": PS_PORT})
+    early, flush, whole = (Round((first_job + k + 1) << 16, 0, first_job + k, grads(nprng, t, 2)) for k in range(3))
+    t.ps = PS([early, flush, whole], t.policy)
+    t.send(early.packet(0))
+    t.send(ina_packet(0, early.jobseq, 0, [0] * V, **ack), {"port": PS_PORT})
+    t.send(flush.packet(0))
+    t.send(flush.packet(1, resend=1))
+    await t.drain()
+    await t.recover([early])
+    t.send(whole.packet(0))
+    t.send(whole.packet(1))
+    await t.drain()
+    t.ps.check_complete()
+    return set(t.ps.done)
 
 
 # --- cocotb tests: ATP rules (run under ATP and ESA) -----------------------------------------------
