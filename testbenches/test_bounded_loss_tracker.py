@@ -1215,7 +1215,8 @@ async def deadlines_and_nacks(dut):
     """A deadline hit exactly (and missed by one cycle: the next scanner visit); a NACK naming the
     first missing index in a later bitmap word, the search one word per cycle; retransmission then
     BOUNDED; ABORT after ``retry_max`` NACKs; retry bookkeeping in the events; a NACK search held by
-    a full ``nack`` register; config rows with tau > 255 or deadline 0 rejected."""
+    a full ``nack`` register; config rows with tau > 255, deadline 0 or a deadline past
+    ``deadline_bits`` rejected."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
     await t.reset()
@@ -1255,7 +1256,8 @@ async def deadlines_and_nacks(dut):
     await t.settle()
     assert [n["retries"] for _, n in t.nacks[1:]] == list(range(1, p.retry_max + 1))
     assert t.closes[-1][1]["kind"] == "ABORT" and t.closes[-1][1]["retries"] == p.retry_max
-    t.configure(row(0, 256, 40), row(0, 0, 0))                         # tau above 255, deadline 0: rejected
+    t.configure(row(0, 256, 40), row(0, 0, 0), row(0, 0, 1 << p.deadline_bits))  # tau > 255, deadline 0
+                                                                       # and one too wide: rejected
     t.configure(row(0, 0, 40))
     await t.run(4)
     t.sinks["nack"].set_pause_generator(itertools.repeat(True))        # the first NACK stays in its register:
@@ -1268,7 +1270,7 @@ async def deadlines_and_nacks(dut):
     assert [n["retries"] for _, n in t.nacks[held:]] == list(range(1, p.retry_max + 1))
     assert t.closes[-1][1]["kind"] == "ABORT"
     c = t.finish("deadlines_and_nacks")
-    assert c["loss_aborted"] == 2 * (cnt - 1) and c["cfg_rejected"] == 2, c
+    assert c["loss_aborted"] == 2 * (cnt - 1) and c["cfg_rejected"] == 3, c
 
 
 @cocotb.test()
