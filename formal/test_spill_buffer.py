@@ -13,7 +13,16 @@ packets). Properties:
   register, already left, or dropped), so it leaves on ``o`` at most once;
 - per-flow order: ``late`` is never on ``o`` before ``early`` has left or was dropped;
 - drain only from a non-empty FIFO whose queue depth is <= ``low``, at most ``drain_rate`` per
-  window.
+  window;
+- when each decision must be taken (``Spec.decisions``, from the spec's own view: the stored
+  handles read from the FIFO memories, its own rate window): spill iff depth >= ``high`` or the
+  flow (port) has packets stored, dropped iff that FIFO is full; drain only *and always* when a port
+  is eligible, the window has room and ``o`` takes it; ``d.ready`` exactly when an arrival may wait;
+  round-robin fairness (an eligible port waits for at most ports-1 drains of other ports); each
+  counter increments exactly when its event happens;
+- reset: ``rst`` is an input of the proof, free at every cycle (the spec's registers reset with the
+  design); the cycle after a reset the FIFOs, the output register, the rate window, the round-robin
+  pointer and the counters are clear (a cover reaches a reset with packets stored).
 
 Where a slot's content matters (the tracked packets, the flow table) the spec reads the FIFO
 memories through extra combinational read ports. All assertions together are k-inductive, so
