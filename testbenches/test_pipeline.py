@@ -360,7 +360,7 @@ async def stage_outcomes(dut):
     """Every stage outcome the random mix leaves to luck, by construction (checked against the model
     every cycle as everywhere): aggregator malformed (an INA frame one byte short), bad header (fan-in
     1), duplicate, resent, ACKs; ESA: forwarded (overflow=1), flushed (resend), an ACK that frees;
-    Symphony ageing (job 0 with age_out 1, idle for 3 epochs); config commands while packets flow (one
+    Symphony ageing (job 0 with age_out 1, idle for 2 epochs); config commands while packets flow (one
     takes stage 2's cycle, one waits while the held output stops stage 3)."""
     t = TB(dut)
     await t.reset()
@@ -406,7 +406,7 @@ async def stage_outcomes(dut):
     t.sink.set_pause_generator(None)
     await t.cfg.wait_idle()
     await t.config(op=OP_JOB, job=0, chunk=2, delta=1, age_out=1)
-    await ClockCycles(dut.clk, 3 << t.params.sym.epoch_bits)   # three epochs without a ring packet
+    await ClockCycles(dut.clk, 2 << t.params.sym.epoch_bits)   # two epochs later: age 2 > age_out
     t.send(roce_packet(src="10.0.0.2", qp=RING_QPS[1], psn=0), 2)
     await t.finish()
     c = t.counters()
