@@ -29,12 +29,13 @@ the full bitmap and carries the sum of all ``F`` workers.
 """
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
 from formal.runner import prove
 from hdl.aggregator import Aggregator, AggregatorParams
 from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, wire_bytes, wire_view
 from models.headers import ina_packet
+from models.wire import INT32_MAX, INT32_MIN
 
 LIMIT = 1 << 20     # |g_b| below this: W gradients never reach an int32 bound
 
@@ -235,6 +236,82 @@ class AggregatorSpec(Elaboratable):
         if self.cover:
             m.d.comb += [Cover(emitted & (dut.o.payload.meta.port == 255), "k0's result multicast"),
                          Cover(emitted & (dut.o.payload.meta.port != 255), "k0's result sent back to a worker")]
+
+
+class SlotRulesSpec(Elaboratable):
+    """ATP/ESA slot rules at the edges the main spec leaves out: free single-beat INA packets with free
+    header fields and *unrestricted* int32 values (the main spec keeps gradients far from the bounds
+    so it can state exact sums), one or two slots. The spec observes the slot registers before and
+    after each accepted packet. Proved by k-induction:
+
+    - saturating arithmetic: when a slot keeps its job+seq and gains a worker's bit, its value becomes
+      ATP's ``noequ0_write_data_entry`` of the old value and the packet's (add while the old value is
+      strictly inside +-INT32_MAX, clamp the sum to int32; a value at a bound sticks);
+    - the priority rule: a well-formed contribution (not resend, not overflow) to a slot held by another
+      job+seq takes the slot iff the policy is ESA and its priority is strictly higher (ESA preempts
+      only a strictly lower-priority holder; ATP never does).
+    """
+
+    def __init__(self, policy, slots=2):
+        self.policy, self.slots = policy, slots
+
+    def elaborate(self, platform):
+        m = Module()
+        P, W = self.slots, 3              # fan-in 3: an ESA slot outlives its second contribution
+        m.submodules.dut = dut = Aggregator(AggregatorParams(policy=self.policy, slots=P, workers=W, values=1,
+                                                             data_bytes=64))
+        template = bytes(ina_packet(0, 0, 0, [0])).ljust(64, b"\0")
+        data = Signal(8 * 64)
+        ina = wire_view(INA, data, INA_OFFSET)
+        value = wire_bytes(data, INA_HEADER_BYTES, 4).as_signed()
+        m.d.comb += data.eq(int.from_bytes(template, "little"))
+        m.d.comb += [ina.as_value().eq(AnySeq(INA.size)), wire_bytes(data, INA_HEADER_BYTES, 4).eq(AnySeq(32))]
+        m.d.comb += [
+            dut.i.payload.data.eq(data), dut.i.payload.keep.eq((1 << dut.length) - 1),
+            dut.i.payload.first.eq(1), dut.i.payload.last.eq(1), dut.i.payload.meta.port.eq(AnySeq(8)),
+            dut.i.valid.eq(AnySeq(1)), dut.o.ready.eq(AnySeq(1)),
+        ]
+        m.d.comb += Assume(ina.index < P)
+        k = ina.index[:max(1, (P - 1).bit_length())]
+        js, bm = Array(dut.slot_jobseq)[k], Array(dut.slot_bitmap)[k]
+        val, prio = Array(dut.slot_values[q][0] for q in range(P))[k], Array(dut.slot_priority)[k]
+        take = dut.i.valid & dut.i.ready
+        well_formed = ((_popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W)) & (ina.fanin >= 2) & (ina.fanin <= W)
+                       & ~ina.collision & ~ina.ack & ~ina.evict & ~ina.result & (ina.resv == 0) & (ina.jobseq != 0))
+        # The slot this cycle's packet names, before and after the edge.
+        p_take, p_k, p_js = Signal(name="p_take"), Signal.like(k, name="p_k"), Signal(32, name="p_js")
+        p_bm, p_val = Signal(len(bm), name="p_bm"), Signal(signed(32), name="p_val")
+        p_v = Signal(signed(32), name="p_v")
+        p_contest, p_higher, p_ina_js = Signal(name="p_contest"), Signal(name="p_higher"), Signal(32, name="p_ina_js")
+        m.d.sync += [p_take.eq(take), p_k.eq(k), p_js.eq(js), p_bm.eq(bm), p_val.eq(val), p_v.eq(value),
+                     p_contest.eq(take & well_formed & ~ina.resend & ~ina.overflow & (js != 0) & (js != ina.jobseq)),
+                     p_higher.eq(ina.priority > prio), p_ina_js.eq(ina.jobseq)]
+        a_js, a_bm = Array(dut.slot_jobseq)[p_k], Array(dut.slot_bitmap)[p_k]
+        a_val = Array(dut.slot_values[q][0] for q in range(P))[p_k]
+        grew = Signal()
+        m.d.comb += grew.eq(p_take & (p_js != 0) & (a_js == p_js) & ((a_bm & ~p_bm) != 0) & (p_bm != 0))
+        wide = Signal(signed(34))
+        m.d.comb += wide.eq(p_val + p_v)
+        inside = (p_val > -INT32_MAX) & (p_val < INT32_MAX)
+        clamped = Mux(wide > INT32_MAX, INT32_MAX, Mux(wide < INT32_MIN, INT32_MIN, wide[:32].as_signed()))
+        m.d.comb += Assert(~grew | (a_val == Mux(inside, clamped, p_val)),
+                           "a contribution adds with ATP's saturating int32 arithmetic (a bound sticks)")
+        took = a_js == p_ina_js
+        rule = p_higher if self.policy == "esa" else 0
+        m.d.comb += Assert(~p_contest | (took == rule),
+                           "a contribution takes a slot held by another job+seq iff ESA and strictly higher priority")
+        m.d.comb += [Cover(grew & (wide > INT32_MAX)), Cover(grew & (wide < INT32_MIN)), Cover(grew & ~inside)]
+        if self.policy == "esa":
+            m.d.comb += Cover(p_contest & ~p_higher & (p_ina_js != 0))
+        return m
+
+
+@pytest.mark.parametrize("policy", ["atp", "esa"])
+def test_aggregator_slot_rules(policy):
+    """Saturation at the int32 bounds and the priority rule (proof), and their covers reached (ESA)."""
+    prove(SlotRulesSpec(policy), f"aggregator_slot_rules_{policy}", depth=3, mode="prove")
+    if policy == "esa":         # the add is ATP's code path under both policies: ESA's covers reach both rules
+        prove(SlotRulesSpec(policy), f"aggregator_slot_rules_cover_{policy}", depth=4, mode="cover")
 
 
 @pytest.mark.parametrize("policy", ["atp", "switchml", "esa"])

@@ -8,7 +8,11 @@ k-induction:
   the sticky ``saturated`` flag;
 - one register access per array per packet: the flow table is read, the job row read and written
   at most once from a packet's first beat to its last, never outside an accepted beat; only the
-  first beat touches the state, and a packet never shares the row's write port with a command.
+  first beat touches the state, and a packet never shares the row's write port with a command;
+- reset explored: ``rst`` is free in this proof (asserted at any cycle, mid-packet too; the spec's
+  own registers reset with it): the design's first-beat flag equals the spec's framing of the beats
+  taken (a reset ends a packet), and the cycle after a reset the counters, ``saturated`` and the
+  output register are clear. (The shadow proofs below keep ``rst`` low: bounded from reset.)
 
 Checked against an independent shadow (bounded, ``SHADOW_DEPTH`` cycles from reset, since the
 shadow's relation to the RTL's memories is not an inductive invariant the spec can state): the
@@ -51,9 +55,25 @@ class ProgressSpec(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = ProgressRegfile(PARAMS)
-        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(AnySeq(1))]
+        # Reset is free (rst is an input of the proof: asserted at any cycle); the spec's registers are
+        # in the same domain, so they reset with the design.
+        m.d.comb += dut.o.ready.eq(AnySeq(1))
         free_stream(m, dut.i, dut.i.ready)
         free_stream(m, dut.cfg, dut.cfg.ready)
+
+        # Packet framing: the spec's own view of the beats taken on i (a packet ends at its last beat;
+        # a reset ends it too); the design's first-beat decision must agree, also after a reset.
+        inside = Signal()
+        with m.If(dut.i.valid & dut.i.ready):
+            m.d.sync += inside.eq(~dut.i.payload.last)
+        m.d.comb += Assert(dut.first == ~inside, "a beat starts a packet iff the previous one ended it (or a reset)")
+        was_reset = Signal(reset_less=True)
+        m.d.sync += was_reset.eq(ResetSignal())
+        zero = 1
+        for name in COUNTERS:
+            zero &= getattr(dut, name) == 0
+        m.d.comb += Assert(~was_reset | (zero & ~dut.saturated & ~dut.o.valid),
+                           "a reset clears the counters, the saturated flag and the output")
 
         # A flow at the minimum is never marked.
         with m.If(dut.decide):

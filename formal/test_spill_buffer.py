@@ -13,7 +13,16 @@ packets). Properties:
   register, already left, or dropped), so it leaves on ``o`` at most once;
 - per-flow order: ``late`` is never on ``o`` before ``early`` has left or was dropped;
 - drain only from a non-empty FIFO whose queue depth is <= ``low``, at most ``drain_rate`` per
-  window.
+  window;
+- when each decision must be taken (``Spec.decisions``, from the spec's own view: the stored
+  handles read from the FIFO memories, its own rate window): spill iff depth >= ``high`` or the
+  flow (port) has packets stored, dropped iff that FIFO is full; drain only *and always* when a port
+  is eligible, the window has room and ``o`` takes it; ``d.ready`` exactly when an arrival may wait;
+  round-robin fairness (an eligible port waits for at most ports-1 drains of other ports); each
+  counter increments exactly when its event happens;
+- reset: ``rst`` is an input of the proof, free at every cycle (the spec's registers reset with the
+  design); the cycle after a reset the FIFOs, the output register, the rate window, the round-robin
+  pointer and the counters are clear (a cover reaches a reset with packets stored).
 
 Where a slot's content matters (the tracked packets, the flow table) the spec reads the FIFO
 memories through extra combinational read ports. All assertions together are k-inductive, so
@@ -23,7 +32,7 @@ import os
 
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import data
 
 from formal.runner import prove
@@ -134,12 +143,83 @@ class Spec(Elaboratable):
         m.d.comb += Assert(~((late.out | late.gone) & ~(early.gone | early.lost)),
                            "late is never on o before early left or was dropped")
 
+        self.decisions(m, core, slots)
         m.d.comb += [
             Cover(early.gone & late.gone & core.drained.any()),
             Cover(core.spill_overflow != 0),
             Cover((core.counts[0] == C) & (core.counts[1] != 0)),
+            Cover(ResetSignal() & (core.pending != 0)),
         ]
         return m
+
+    def decisions(self, m, core, slots):
+        """When each decision must be taken, from the spec's own view (the stored handles read from the
+        FIFO memories, its own rate window): spill iff depth >= high or the flow (port) has packets
+        stored; drain iff a port is eligible, the window has room and ``o`` takes it; round-robin
+        fairness; each counter increments exactly when its event happens; a reset empties the block."""
+        P, C = core.ports, core.capacity
+        a = core.d.payload
+        bad = a.malformed | (a.port >= P)
+        port = a.port[:max(1, (P - 1).bit_length())]
+        stored = Array(core.stored)[port]
+        flow_out = sum(live & (e.flow == a.flow) for _, _, live, e in slots) != 0
+        outstanding = Signal()
+        m.d.comb += outstanding.eq(flow_out if core.order == "flow" else stored != 0)
+        must_spill = Signal()
+        m.d.comb += must_spill.eq((Array(core.qdepth)[port] >= core.high) | outstanding)
+        load = ~core.o.valid | core.o.ready
+        window, used = Signal(range(core.drain_window)), Signal(range(core.drain_rate + 1))
+        eligible = [Signal(name=f"eligible{p}") for p in range(P)]
+        m.d.comb += [eligible[p].eq((core.stored[p] != 0) & (core.qdepth[p] <= core.low)) for p in range(P)]
+        wants = Signal()
+        m.d.comb += wants.eq(Cat(*eligible).any() & (used < core.drain_rate))
+        with m.If(window == core.drain_window - 1):
+            m.d.sync += [window.eq(0), used.eq(0)]
+        with m.Else():
+            m.d.sync += [window.eq(window + 1), used.eq(used + core.drain)]
+        m.d.comb += [
+            Assert(window == core.window, "drain windows aligned with the spec's"),
+            Assert(used == core.used, "drains in this window (spec count)"),
+            Assert(core.drain == (wants & load), "drain only and always when a port is eligible, under the rate "
+                                                 "and o takes it"),
+            Assert(core.d.ready == (bad | must_spill | (load & ~wants)),
+                   "an arrival waits only when it is forwarded and o is taken or a drain wants it"),
+            Assert(~(core.arrival & ~bad) | ((core.spill | core.drop) == must_spill),
+                   "spilled (or dropped when full) iff depth >= high or its flow has packets stored"),
+            Assert(~(core.arrival & ~bad & must_spill) | (core.drop == (stored == C)),
+                   "a spill is dropped iff its FIFO is full"),
+            Assert(~(core.arrival & bad) | core.drop, "a malformed arrival is dropped"),
+        ]
+        # Round-robin fairness: an eligible port waits for at most ports-1 drains of other ports (the
+        # distance from the pointer strengthens the induction).
+        for p in range(P):
+            skipped = Signal(range(P + 1), name=f"skipped{p}")
+            with m.If(~eligible[p] | (core.drain & (core.drain_port == p))):
+                m.d.sync += skipped.eq(0)
+            with m.Elif(core.drain):
+                m.d.sync += skipped.eq(skipped + 1)
+            distance = Mux(core.rr <= p, p - core.rr, p + P - core.rr)
+            m.d.comb += [Assert(skipped + distance <= P - 1, f"port {p}: skipped drains + distance from rr"),
+                         Assert(skipped <= P - 1, f"round-robin: eligible port {p} waits at most ports-1 drains")]
+        # Counter increments, from the spec's decision.
+        arrival = core.arrival
+        events = {"forwarded": arrival & ~bad & ~must_spill, "spilled": arrival & ~bad & must_spill & (stored != C),
+                  "spill_overflow": arrival & ~bad & must_spill & (stored == C), "malformed": arrival & bad,
+                  "drained": wants & load}
+        bits = len(core.forwarded)
+        for name, event in events.items():
+            before, happened = Signal(bits, name=f"{name}_before"), Signal(name=f"{name}_event")
+            m.d.sync += [before.eq(getattr(core, name)), happened.eq(event)]
+            m.d.comb += Assert(getattr(core, name) == (before + happened)[:bits],
+                               f"{name} increments exactly when its event happens")
+        # Reset (free at every cycle: rst is an input of the proof): the cycle after it the block is empty.
+        was_reset = Signal(reset_less=True)
+        m.d.sync += was_reset.eq(ResetSignal())
+        empty = (core.pending == 0) & ~core.o.valid & (core.rr == 0) & (core.used == 0) & (core.window == 0)
+        for name in events:
+            empty &= getattr(core, name) == 0
+        m.d.comb += Assert(~was_reset | empty, "a reset empties the FIFOs, the output, the window, the pointer "
+                                               "and the counters")
 
 
 @pytest.mark.parametrize("order", ["flow", "port"])

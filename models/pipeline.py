@@ -87,6 +87,9 @@ class PipelineModel:
     directly; ``step`` also takes ``spill_o_ready`` and ``spill_i`` (the beat on the return link, or
     None) and leaves that cycle's ``spill_o`` beat (or None) and ``credits`` in ``self.spill_o`` /
     ``self.credits``.
+
+    Symphony's ageing timer is the number of cycles since reset (``step`` calls): the cycle a beat
+    enters stage 2 or a command is taken is passed to the progress file's model.
     """
 
     def __init__(self, params=None):
@@ -109,6 +112,7 @@ class PipelineModel:
         self.store = [[] for _ in range(self.entries)]
         self.busy, self.long = [False] * self.entries, [False] * self.entries
         self.handle = self.sent = 0
+        self.time = 0                           # cycles since reset: Symphony's ageing timer
         self.counters = {} if self.disaggregated else {"oversize": 0, "store_stalls": 0}
         self.spill_o, self.credits = None, None
 
@@ -134,7 +138,7 @@ class PipelineModel:
         """Stage 2 takes a beat of stage 1: Symphony decides a packet on its first beat."""
         raw, meta, first, last = entry
         if first:
-            self.packet2 = beats_of(self.sym.packet(raw), meta, self.width)
+            self.packet2 = beats_of(self.sym.packet(raw, self.time), meta, self.width)
         return self.packet2.pop(0)
 
     def state(self):
@@ -163,11 +167,12 @@ class PipelineModel:
         take2 = load2 and cmd is None           # a command takes stage 2's cycle
         load1 = self.stage1 is None or take2
         if load2 and cmd is not None:
-            self.sym.config(cmd)
+            self.sym.config(cmd, self.time)
         if load2:
             self.stage2 = None if self.stage1 is None or not take2 else self._stage2(self.stage1)
         if load1:
             self.stage1 = self._stage1(*self.ingress.popleft()) if valid else None
+        self.time += 1
         return load1, load2
 
     def _step_disaggregated(self, valid, qdepth, o_ready, cmd, spill_o_ready, spill_i):

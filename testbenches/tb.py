@@ -154,7 +154,9 @@ class Coverage:
         if self._sample is None:
             def sample(values):
                 pass
-            for item in self.order:
+            # cocotb-coverage samples an item before calling what it wraps, and a cross reads its points'
+            # hits of the current call: wrap in reverse so the points (declared first) run first
+            for item in reversed(self.order):
                 sample = item(sample)
             self._sample = sample
         self._sample(values)

@@ -536,7 +536,9 @@ async def atp_noequ0_write_data_entry(dut):
 @cocotb.test()
 async def atp_outPort_table_overflow(dut):
     """p4ml.p4:62: a data packet with overflow=1 bypasses aggregation to the PS unchanged; the slot
-    is untouched."""
+    is untouched (incomplete, and complete: ATP holds a complete round until its ACK). Also, by
+    construction under both policies: a bad header (fan-in 1) dropped, and a repeat of a worker whose
+    fan-in the slot's count meets answered as ``resent``."""
     t, rng, nprng = await setup(dut)
     a = Round(0x40001, 0, 1, grads(nprng, t))
     t.answer = False
@@ -545,7 +547,21 @@ async def atp_outPort_table_overflow(dut):
     assert h.overflow and not h.result and not h.collision and meta["port"] == PS_PORT
     assert h.bitmap == 0b10 and h.values == a.grads[1].tolist()
     assert t.model.state[0].bitmap == 0b1, "overflow packet not aggregated"
-    t.finish("outPort_table_overflow")
+    b = Round(0x40002, 1, 1, grads(nprng, t))                # a complete round: ATP holds it until the ACK
+    (h, _), = await t.outputs(*(b.packet(w) for w in range(b.fanin)))
+    assert h.result
+    (h, meta), = await t.outputs(b.packet(0, overflow=1))    # overflow=1 to the complete slot: bypasses it
+    assert h.overflow and not h.result and meta["port"] == PS_PORT and h.values == b.grads[0].tolist()
+    if t.policy == "atp":
+        assert t.model.state[1].count == b.fanin and t.model.state[1].jobseq == b.jobseq
+    W = t.params.workers
+    assert await t.outputs(ina_packet(0, 0x40003, 2, [1] * t.values, fanin=1)) == []    # bad header: dropped
+    c = Round(0x40003, 2, 1, grads(nprng, t))
+    assert await t.outputs(c.packet(0), c.packet(1)) == []
+    (h, meta), = await t.outputs(ina_packet(1, 0x40003, 2, c.grads[1].tolist(), fanin=2, priority=1))
+    assert h.result and meta["port"] == PS_PORT     # a repeat whose fan-in the slot's count meets: resent
+    counters = t.finish("outPort_table_overflow")
+    assert counters["bad_header"] == 1 and counters["resent"] == 1 and W > 2
 
 
 @cocotb.test()
@@ -778,8 +794,11 @@ async def switchml_next_step_retransmit(dut):
     (h, meta), = await t.outputs(a.packet(2 % W))
     assert meta["port"] == worker_port(2 % W) and h.result and h.values == wrap_sum(a.grads)
     assert h.bitmap == (1 << W) - 1
+    (h, _), = await t.outputs(ina_packet(0, 0, 1, [0] * t.values, ack=1))     # SwitchML has no ACK rule:
+    assert h.ack and not h.result                                             # passed unchanged
     counters = t.finish("next_step_retransmit")
     assert counters["resent"] == 1 and counters["duplicate"] == 1 and counters["completed"] == 1
+    assert counters["ack_passed"] == 1
 
 
 # --- cocotb tests: shared ------------------------------------------------------------------------

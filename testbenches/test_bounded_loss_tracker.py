@@ -26,6 +26,50 @@ from testbenches import runner, tb
 
 P = BoundedLossTrackerParams
 
+# --- Functional coverage ----------------------------------------------------------------------------
+
+CLOSES = ("packet_full", "packet_bounded", "scanner_bounded", "scanner_abort")
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+FULL_IS_CNT = "a FULL close has count = cnt (>= need)"
+BOUNDED_AT_NEED = "a BOUNDED close has count >= need (the rule's condition)"
+ABORT_BELOW = "the scanner aborts only below the bound (at or above it the round closes BOUNDED)"
+
+
+def blt_coverage():
+    """The DBLP tracker's functional coverage: every packet decision (both malformed kinds), every close
+    kind by who decided it and where the count sits against need, the scanner's actions at the deadline
+    edge, NACK retries and positions, each stall reason of a last beat, each config rule and the tau,
+    cnt and idx edges of the rounds opened."""
+    cover = tb.Coverage("bounded_loss_tracker")
+    cover.point("decision", ("opened", "forwarded", "dup", "late", "slot_busy", "malformed_parse",
+                             "malformed_mismatch"))
+    cover.point("close", CLOSES)
+    cover.point("count_vs_need", ("=cnt", ">need", "=need", "=need-1", "<need-1"))
+    cover.cross("close_x_count", "close", "count_vs_need", unreachable={
+        **{("packet_full", b): FULL_IS_CNT for b in (">need", "=need", "=need-1", "<need-1")},
+        **{(c, b): BOUNDED_AT_NEED for c in ("packet_bounded", "scanner_bounded") for b in ("=need-1", "<need-1")},
+        **{("scanner_abort", b): ABORT_BELOW for b in (">need", "=need")},
+        ("scanner_bounded", "=cnt"): "a round with count = cnt closed FULL at its last packet",
+        ("packet_bounded", "=cnt"): "count = cnt closes FULL (checked first)",
+        ("scanner_abort", "=cnt"): ABORT_BELOW})
+    cover.point("scanner", ("idle", "bounded", "abort", "search_start", "search_word", "nack", "nack_held",
+                            "close_held"))
+    cover.point("age", ("=D", ">D"))
+    cover.point("retries", ("1", "mid", "=retry_max"))
+    cover.point("missing_word", ("first", "later"))
+    cover.point("stall", ("fwd_busy", "close_busy", "scanner_close", "target_slot", "dirty_slot"))
+    cover.point("cfg", ("written", "bad_phase", "bad_tau", "deadline_zero", "deadline_big"))
+    cover.point("need", ("=cnt", "<cnt"))
+    cover.point("cnt", ("1", "=e_max", "other"))
+    cover.point("idx", ("0", "=cnt-1", "other"))
+    return cover
+
+
+def count_vs_need(e):
+    count, need, cnt = e["count"], e["need"], e["cnt"]
+    return ("=cnt" if count == cnt else ">need" if count > need else "=need" if count == need else
+            "=need-1" if count == need - 1 else "<need-1")
+
 
 class Bench:
     """Feeds packets (one beat per cycle when ready), plays the sinks, checks every cycle."""
@@ -763,6 +807,7 @@ class TB(tb.BlockTB):
         self.model = BoundedLossTrackerModel(p)
         self.on_nack = None
         self.started = False
+        self.cover = blt_coverage()
         self.fresh()
         cocotb.start_soon(self._monitor())
 
@@ -809,7 +854,9 @@ class TB(tb.BlockTB):
             row = self.sample("cfg", dut.cfg__payload) if dut.cfg__valid.value else None
             readies = [bool(getattr(dut, f"{n}__ready").value) for n in ("fwd", "close", "nack")]
             tau_now = list(m.table)
+            pre = self.pre_sample(beat, row, readies)
             out = m.step(beat, row, *readies)
+            self.post_sample(pre, beat, out)
             where = f"cycle {self.cycle}"
             if beat is not None:
                 assert bool(dut.i__ready.value) == out.i_ready, \
@@ -842,6 +889,75 @@ class TB(tb.BlockTB):
                         self.taus[d["tag"]] = tau_now[m.slots[d["slot"]].phase][0]
                     self.received[d["tag"]].add(d["idx"])
             self.cycle += 1
+
+    def pre_sample(self, beat, row, readies):
+        """Coverage values from the model's state before this cycle's edge (the scanner's action, a
+        last beat's stall reasons, the config row's rule)."""
+        m, p, cover = self.model, self.params, self.cover
+        fwd_free, close_free, nack_free = (r is None or ready for r, ready in zip((m.fwd, m.close, m.nack), readies))
+        target, action = m._target()
+        if row is not None:
+            cover.sample(cfg="bad_phase" if not 0 <= row["phase"] < p.phases else "bad_tau" if row["tau"] > 255
+                         else "deadline_zero" if row["deadline"] == 0 else
+                         "deadline_big" if row["deadline"] >= 1 << p.deadline_bits else "written")
+        scanner = {None: "idle", "start": "search_start"}.get(action, action)
+        if action in ("BOUNDED", "ABORT"):
+            scanner = action.lower() if close_free else "close_held"
+        if action in ("BOUNDED", "ABORT", "start"):
+            s = m.slots[target]
+            cover.sample(age="=D" if m.age(s) == m.table[s.phase][1] else ">D")
+        if action == "search":
+            slot, w = m.search
+            word = m._word(slot, w, m.slots[slot].cnt)
+            scanner = "search_word" if word == (1 << m.W) - 1 else "nack" if nack_free else "nack_held"
+            if scanner == "nack":
+                retries = m.slots[slot].retries + 1
+                cover.sample(retries="1" if retries == 1 else "=retry_max" if retries == p.retry_max else "mid",
+                             missing_word="first" if w == 0 else "later")
+        cover.sample(scanner=scanner)
+        scanner_close = action in ("BOUNDED", "ABORT") and close_free
+        if beat is not None and beat["last"]:
+            data = beat["data"].to_bytes(p.data_bytes, "little")
+            head = m.head if m.inside else data[:wire.DBLP_HEADER_BYTES]
+            length = (m.length if m.inside else 0) + bin(beat["keep"]).count("1")
+            h = parse(head, length, p)
+            outcome = m._classify(h)
+            for reason, hit in (("fwd_busy", not fwd_free), ("close_busy", not close_free),
+                                ("scanner_close", scanner_close),
+                                ("target_slot", h is not None and h["round"] % m.R == target),
+                                ("dirty_slot", h is not None and outcome == "wait")):
+                if hit:
+                    cover.sample(stall=reason)
+        return target if scanner_close else None, action, dict(m.counters)
+
+    def post_sample(self, pre, beat, out):
+        """Coverage values of this cycle's decisions (the model after its edge)."""
+        m, p, cover = self.model, self.params, self.cover
+        scanner_slot, action, counters = pre
+        d = m.decision
+        if d is not None:
+            reason = d["reason"]
+            if reason == "malformed":
+                reason = "malformed_parse" if d["tag"] is None else "malformed_mismatch"
+            elif d["opened"]:
+                reason = "opened"
+                s = m.slots[d["slot"]]
+                cover.sample(need="=cnt" if s.need == s.cnt else "<cnt",
+                             cnt="1" if s.cnt == 1 else "=e_max" if s.cnt == p.e_max else "other")
+            if d["reason"] == "forwarded":
+                cnt = m.slots[d["slot"]].cnt
+                cover.sample(idx="0" if d["idx"] == 0 else "=cnt-1" if d["idx"] == cnt - 1 else "other")
+            cover.sample(decision=reason)
+        closes = {k: m.counters[k] - counters[k] for k in ("full", "bounded", "abort")}
+        if scanner_slot is not None:
+            s = m.slots[scanner_slot]
+            e = {"count": s.count, "need": s.need, "cnt": s.cnt}
+            cover.sample(close=f"scanner_{action.lower()}", count_vs_need=count_vs_need(e))
+            closes[action.lower()] -= 1
+        if d is not None and (closes["full"] or closes["bounded"]):
+            s = m.slots[d["slot"]]
+            e = {"count": s.count, "need": s.need, "cnt": s.cnt}
+            cover.sample(close="packet_full" if closes["full"] else "packet_bounded", count_vs_need=count_vs_need(e))
 
     def _taken(self, name, e):
         """An event left the RTL: check it against the round rules (independent of the model)."""
@@ -924,6 +1040,7 @@ class TB(tb.BlockTB):
                        abort=counters["abort"], live=live)
         assert counters["forwarded"] == len(self.fwd) + (self.model.fwd is not None)
         self.write_pcaps(outputs=self.emitted)
+        self.cover.write()
         cocotb.log.info("%s: %d packets, %d cycles, %d stalls, counters %s", name, self.accepted, self.cycle,
                         self.stalls, counters)
         return counters
@@ -1097,7 +1214,9 @@ async def packet_rules(dut):
 async def deadlines_and_nacks(dut):
     """A deadline hit exactly (and missed by one cycle: the next scanner visit); a NACK naming the
     first missing index in a later bitmap word, the search one word per cycle; retransmission then
-    BOUNDED; ABORT after ``retry_max`` NACKs; retry bookkeeping in the events."""
+    BOUNDED; ABORT after ``retry_max`` NACKs; retry bookkeeping in the events; a NACK search held by
+    a full ``nack`` register; config rows with tau > 255, deadline 0 or a deadline past
+    ``deadline_bits`` rejected."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
     await t.reset()
@@ -1137,8 +1256,21 @@ async def deadlines_and_nacks(dut):
     await t.settle()
     assert [n["retries"] for _, n in t.nacks[1:]] == list(range(1, p.retry_max + 1))
     assert t.closes[-1][1]["kind"] == "ABORT" and t.closes[-1][1]["retries"] == p.retry_max
+    t.configure(row(0, 256, 40), row(0, 0, 0), row(0, 0, 1 << p.deadline_bits))  # tau > 255, deadline 0
+                                                                       # and one too wide: rejected
+    t.configure(row(0, 0, 40))
+    await t.run(4)
+    t.sinks["nack"].set_pause_generator(itertools.repeat(True))        # the first NACK stays in its register:
+    held = len(t.nacks)
+    t.send(chunk(2, 9, cnt)[0])                                        # the second search waits for it
+    await t.run(200)
+    assert len(t.nacks) == held and t.model.search is not None, "the NACK search did not hold"
+    t.sinks["nack"].set_pause_generator(None)
+    await t.settle()
+    assert [n["retries"] for _, n in t.nacks[held:]] == list(range(1, p.retry_max + 1))
+    assert t.closes[-1][1]["kind"] == "ABORT"
     c = t.finish("deadlines_and_nacks")
-    assert c["loss_aborted"] == cnt - 1
+    assert c["loss_aborted"] == 2 * (cnt - 1) and c["cfg_rejected"] == 3, c
 
 
 @cocotb.test()

@@ -1,5 +1,6 @@
 """ChunkBitmap (SDR-RDMA, SPEC section 6): scapy layers, golden model rules and invariants, oracles."""
 import collections
+import dataclasses
 import functools
 import itertools
 import math
@@ -21,6 +22,7 @@ from models.chunk_bitmap import (
     OUTCOMES,
     ChunkBitmapModel,
     ChunkBitmapParams,
+    Slot,
     ec_recoverable,
 )
 from models.chunk_bitmap_oracle import (
@@ -41,6 +43,70 @@ from models.chunk_bitmap_oracle import (
 )
 from models.headers import BTH, IP, RETH, UDP, Ether, ImmDt, Raw, roce_packet, sdr_imm, sdr_packet
 from testbenches import runner, tb
+
+# --- Functional coverage ----------------------------------------------------------------------------
+
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+OOB_ONLY = "an offset at or past n_pkts is offset_oob (checked before the bitmap): never placed nor dup"
+IN_RANGE = "an offset below n_pkts is never offset_oob"
+LAST_CHUNK = "the packet that completes the message completes its last chunk"
+
+
+def offset_edge(offset, n):
+    return ("0" if offset == 0 else "=n-1" if offset == n - 1 else "=n" if offset == n else ">n" if offset > n
+            else "mid")
+
+
+def coverage(p):
+    """The chunk bitmap's functional coverage: every packet outcome (both no_slot reasons) at the offset
+    edges, every chunk/message completion by chunk shape, bit and word edges of the layout, every command
+    outcome (each rejection rule) and the command/packet timing (command wins, clear back-pressure)."""
+    cover = tb.Coverage("chunk_bitmap")
+    cover.point("outcome", ("placed", "malformed", "no_slot_invalid", "no_slot_tag", "gen_mismatch",
+                            "offset_oob", "dup"))
+    cover.point("offset", ("0", "mid", "=n-1", "=n", ">n"))
+    cover.point("event", ("none", "chunk_done", "msg_done"))
+    cover.point("chunk_kind", ("first", "inner", "last_full", "last_short"))
+    cover.point("bit", ("lsb", "mid", "msb"))
+    cover.point("word", ("first", "mid", "last_slot_word"))
+    cover.point("cmd", ("post", "post_over_same", "post_over_other", "complete", "reject_gen", "reject_n_zero",
+                        "reject_n_big", "reject_chunk_zero", "reject_chunk_big", "reject_words", "reject_complete",
+                        "undefined"))
+    # n_pkts = 2**offset_bits is accepted only when such a message fits slot_words (not in the suite's
+    # configurations: the bound is then met by the words rule; reject_n_big checks 2**offset_bits + 1)
+    top = ("=2^offset_bits",) if p.words(1 << p.offset_bits, p.max_chunk) <= p.slot_words else ()
+    cover.point("post_n", ("1", *top, "=slot_words", "other"))
+    cover.point("post_chunk", ("1", "=max_chunk", "other"))
+    cover.point("timing", ("cmd_wins", "cmd_alone", "pkt_alone", "busy_pkt", "busy_cmd"))
+    accepted = ("placed", "dup", "offset_oob")
+    cover.point("slot_outcome", accepted)
+    cover.cross("outcome_x_offset", "slot_outcome", "offset", unreachable={
+        **{(o, e): OOB_ONLY for o in ("placed", "dup") for e in ("=n", ">n")},
+        **{("offset_oob", e): IN_RANGE for e in ("0", "mid", "=n-1")}})
+    cover.cross("event_x_chunk", "event", "chunk_kind", unreachable={
+        ("msg_done", "first"): LAST_CHUNK, ("msg_done", "inner"): LAST_CHUNK})
+    return cover
+
+
+def post_outcome(p, cmd, slot):
+    """The command point of ``cmd`` against the slot it names (the model's ``_post_ok`` rules, in order)."""
+    if cmd["op"] == OP_COMPLETE:
+        return "complete" if slot.valid and slot.tag == cmd["msg"] else "reject_complete"
+    if cmd["op"] != OP_POST:
+        return "undefined"
+    if cmd["gen"] >= p.generations:
+        return "reject_gen"
+    if cmd["n_pkts"] == 0:
+        return "reject_n_zero"
+    if cmd["n_pkts"] > 1 << p.offset_bits:
+        return "reject_n_big"
+    if cmd["chunk"] == 0:
+        return "reject_chunk_zero"
+    if cmd["chunk"] > p.max_chunk:
+        return "reject_chunk_big"
+    if p.words(cmd["n_pkts"], cmd["chunk"]) > p.slot_words:
+        return "reject_words"
+    return "post" if not slot.valid else "post_over_same" if slot.tag == cmd["msg"] else "post_over_other"
 
 
 def seeded(name):
@@ -657,6 +723,7 @@ class TB(tb.BlockTB):
         self.takes = []                         # cycles in which a packet was accepted
         self.out = []                           # Frames of the accepted packets' results (pcap: inputs)
         self.outputs = []                       # every result seen on o (unpacked), in order
+        self.cover = coverage(self.params)
         cocotb.start_soon(self._monitor())
 
     async def _monitor(self):
@@ -676,7 +743,13 @@ class TB(tb.BlockTB):
                     pkt = beat["data"].to_bytes(p.data_bytes, "little")[:beat["keep"].bit_length()]
             if dut.cmd__valid.value:
                 cmd = tb.unpack(cmd_layout, dut.cmd__payload.value.to_unsigned())
+            busy, fields = self.model.busy, self.model.parse(pkt) if pkt is not None else None
+            slot = None
+            if cmd is not None and cmd["op"] in (OP_POST, OP_COMPLETE):
+                slot = dataclasses.replace(self.model.slots[cmd["msg"] % p.msg_slots])
+            pkt_slot = dataclasses.replace(self.model.slots[fields[0] % p.msg_slots]) if fields else None
             cyc = self.model.step(pkt, cmd)
+            self.sample(busy, pkt, cmd, slot, fields, pkt_slot, cyc)
             where = f"cycle {self.cycle}"
             assert bool(dut.cmd__ready.value) == cyc.cmd_ready, f"{where}: cmd.ready {dut.cmd__ready.value}"
             assert bool(dut.i__ready.value) == cyc.pkt_ready, f"{where}: i.ready {dut.i__ready.value}"
@@ -702,6 +775,45 @@ class TB(tb.BlockTB):
                 self.seen["msg_done"] += want.msg_done
             else:
                 assert not dut.o__valid.value, f"{where}: o.valid high, the model expects nothing"
+
+    def sample(self, busy, pkt, cmd, slot, fields, pkt_slot, cyc):
+        """Functional coverage of one cycle: the command and packet offered, the state they met (the
+        model's before the step) and the model's result."""
+        p, cover = self.params, self.cover
+        if busy and (pkt is not None or cmd is not None):
+            cover.sample(timing="busy_cmd" if cmd is not None else "busy_pkt")
+        elif cmd is not None:
+            cover.sample(timing="cmd_wins" if pkt is not None else "cmd_alone")
+            outcome = post_outcome(p, {"gen": 0, "n_pkts": 0, "chunk": 0, **cmd}, slot or Slot())
+            values = {"cmd": outcome}
+            if outcome.startswith("post"):
+                n, chunk = cmd["n_pkts"], cmd["chunk"]
+                values.update(post_n="1" if n == 1 else "=2^offset_bits" if n == 1 << p.offset_bits else
+                              "=slot_words" if p.words(n, chunk) == p.slot_words else "other",
+                              post_chunk="1" if chunk == 1 else "=max_chunk" if chunk == p.max_chunk else "other")
+            cover.sample(**values)
+        elif pkt is not None:
+            cover.sample(timing="pkt_alone")
+        result = cyc.result
+        if result is None:
+            return
+        outcome = result.outcome
+        if outcome == "no_slot":
+            outcome = "no_slot_invalid" if not pkt_slot.valid else "no_slot_tag"
+        values = {"outcome": outcome}
+        if outcome in ("placed", "dup", "offset_oob"):
+            n, chunk, offset = pkt_slot.n_pkts, pkt_slot.chunk, result.offset
+            values.update(slot_outcome=outcome, offset=offset_edge(offset, n))
+            if outcome == "placed":
+                c = offset // chunk
+                word, bit = p.position(offset, chunk)
+                last = c == pkt_slot.n_chunks - 1
+                values.update(
+                    event="msg_done" if result.msg_done else "chunk_done" if result.chunk_done is not None else "none",
+                    chunk_kind=("last_short" if n % chunk else "last_full") if last else "first" if c == 0 else "inner",
+                    bit="lsb" if bit == 0 else "msb" if bit == p.word_bits - 1 else "mid",
+                    word="first" if word == 0 else "last_slot_word" if word == p.slot_words - 1 else "mid")
+        cover.sample(**values)
 
     def send(self, raw):
         self.source.send_nowait(raw)
@@ -742,6 +854,7 @@ class TB(tb.BlockTB):
             assert pkt_mem == self.model.pkt_mem, "packet memory differs from the model's"
             assert chunk_mem == self.model.chunk_mem, "chunk memory differs from the model's"
         self.write_pcaps(outputs=[])
+        self.cover.write()
         cocotb.log.info("%s: %d packets, %d cycles (%d busy), counters %s", name, self.accepted, self.cycle,
                         self.busy_cycles, counters)
         return counters

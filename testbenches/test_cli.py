@@ -268,3 +268,22 @@ def test_coverage_merge_drops_bins_declared_unreachable_later(tmp_path, monkeypa
         (tmp_path / "blk" / "x-cov" / test).mkdir(parents=True)
         (tmp_path / "blk" / "x-cov" / test / "functional.json").write_text(json.dumps(record))
     assert coverage.functional("blk") == {"p": {"bins": {"b": 3}, "unreachable": {"a": "cannot happen"}}}
+
+
+def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
+    """A cross bin counts the points' values of the same ``sample`` call (cocotb-coverage samples an
+    item before what it wraps: crosses once read the previous call's point hits)."""
+    import json
+
+    from testbenches import tb
+    monkeypatch.setattr(tb, "run_dir", lambda: tmp_path)
+    cover = tb.Coverage("selftest_cross")
+    cover.point("a", ("x", "y"))
+    cover.point("b", (1, 2))
+    cover.cross("axb", "a", "b", unreachable={("y", 1): "never"})
+    cover.sample(a="x", b=1)
+    cover.sample(a="y", b=2)
+    cover.sample(a="x")
+    cover.write()
+    bins = json.loads((tmp_path / "functional.json").read_text())["items"]["axb"]["bins"]
+    assert bins == {"('x', 1)": 1, "('x', 2)": 0, "('y', 2)": 1}, bins

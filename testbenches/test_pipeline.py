@@ -17,13 +17,52 @@ from hdl.progress_regfile import OP_INSTALL, OP_JOB, config_layout
 from hdl.spill_node import link_layout
 from models import wire
 from models.headers import IP, UDP, Ether, Raw, ina_packet, roce_packet
-from models.pipeline import PipelineModel, counters
+from models.pipeline import COUNTERS, DISAGGREGATED_COUNTERS, PipelineModel, counters
 from models.spill_node import SpillNodeModel
 from testbenches import runner, tb
 from testbenches.spillway_top import node_params
 
 #: Spill link delay, cycles each way (disaggregated mode).
 LATENCY = 6
+
+
+#: Aggregator outcomes a policy has no rule for (as in test_aggregator: SwitchML has no job+seq, PS
+#: or collision).
+NEVER = {"switchml": ("collision", "forwarded", "flushed", "preempted", "ack_freed"), "esa": ()}
+CONFIGS = ("esa/inswitch", "switchml/inswitch", "esa/disaggregated")
+#: Not sampled: the pipeline's spill link is closed by a well-behaved node model, so the returns are in
+#: order and well-formed (``check`` asserts both counters stay 0; the credit core's own test reaches them).
+CLOSED_LOOP = ("spill_misordered", "spill_return_malformed")
+ALL_COUNTERS = tuple(n for n in dict.fromkeys(COUNTERS + DISAGGREGATED_COUNTERS) if n not in CLOSED_LOOP)
+#: Counters whose reasons depend on the configuration (policy, stage-3 mode): crossed with it.
+CONFIG_COUNTERS = tuple(n for n in ALL_COUNTERS if not n.startswith("sym_"))
+OTHER_MODE = "a counter port of the other stage-3 mode (in-switch store vs disaggregated switch side)"
+
+
+def coverage():
+    """The pipeline's functional coverage: every counter reason of every stage, those of the aggregator,
+    the spill stage and the store under each configuration (policy x stage-3 mode), and the top's own
+    timing decisions (a command takes stage 2's cycle, stage 3 waits on a busy store entry or
+    back-pressures, an oversize entry is skipped)."""
+    cover = tb.Coverage("pipeline")
+    cover.point("counter", ALL_COUNTERS)
+    cover.point("config_counter", CONFIG_COUNTERS)
+    cover.point("config", CONFIGS)
+    unreachable = {}
+    for config in CONFIGS:
+        policy, mode = config.split("/")
+        mine = DISAGGREGATED_COUNTERS if mode == "disaggregated" else COUNTERS
+        for name in CONFIG_COUNTERS:
+            if name not in mine:
+                unreachable[(name, config)] = OTHER_MODE
+            elif name[4:] in NEVER[policy] and name.startswith("agg_"):
+                unreachable[(name, config)] = f"the {policy} aggregator has no rule for {name[4:]}"
+    cover.cross("counter_x_config", "config_counter", "config", unreachable=unreachable)
+    cover.point("event", ("cmd_takes_stage2", "cmd_waits", "stage3_waits", "store_busy", "oversize_skipped"))
+    cover.cross("event_x_config", "event", "config", unreachable={
+        **{("store_busy", c): "no packet store in disaggregated mode" for c in CONFIGS if "disagg" in c},
+        **{("oversize_skipped", c): "no packet store in disaggregated mode" for c in CONFIGS if "disagg" in c}})
+    return cover
 
 
 def _masked(beat):
@@ -53,6 +92,8 @@ class TB(tb.BlockTB):
         self.sent = []                      # ingress packets (bytes, port)
         self.bursting = False
         self.disaggregated = self.block.disaggregated
+        self.config_name = f"{self.params.agg.policy}/{'disaggregated' if self.disaggregated else 'inswitch'}"
+        self.cover = coverage()
         if self.disaggregated:
             self.counter_names = counters(self.params)
             self.link = link_layout(self.width)
@@ -106,7 +147,11 @@ class TB(tb.BlockTB):
                 link = {"spill_o_ready": bool(dut.spill_o__ready.value),
                         "spill_i": (tb.unpack(self.link, dut.spill_i__payload.value.to_unsigned())
                                     if dut.spill_i__valid.value else None)}
+            before = self.model.all_counters()
+            stage1, stage2 = self.model.stage1, self.model.stage2
+            busy = not self.disaggregated and self.model.busy[self.model.handle]
             i_ready, cfg_ready, m_valid, m_beat = self.model.step(i_valid, depth, o_ready, cmd, **link)
+            self.sample(before, stage1, stage2, busy, cmd, cfg_ready)
             where = f"cycle {self.cycle}, qdepth {depth}, model before: {state}"
             if self.disaggregated:
                 self._link(where, link["spill_o_ready"], rng)
@@ -128,6 +173,25 @@ class TB(tb.BlockTB):
                 self.queues = [max(q - 1, 0) for q in self.queues]
             depth = self.qdepth()
             dut.qdepth.value = tb.pack(self.block.spill.qdepth.shape(), depth)
+
+    def sample(self, before, stage1, stage2, busy, cmd, cfg_ready):
+        """Functional coverage of one cycle: the counters the model moved, the top's timing decisions."""
+        config = self.config_name
+        for name, value in self.model.all_counters().items():
+            if value > before[name] and name in ALL_COUNTERS:
+                self.cover.sample(counter=name, config=config,
+                                  **({"config_counter": name} if name in CONFIG_COUNTERS else {}))
+        events = []
+        if cmd is not None:
+            events.append("cmd_takes_stage2" if cfg_ready and stage1 is not None else
+                          "cmd_waits" if not cfg_ready else None)
+        if stage2 is not None and self.model.stage2 is stage2:
+            events.append("store_busy" if busy else "stage3_waits")
+        if not self.disaggregated and self.model.counters["oversize"] > before["oversize"]:
+            events.append("oversize_skipped")
+        for event in events:
+            if event:
+                self.cover.sample(event=event, config=config)
 
     def _link(self, where, so_ready, rng):
         """Disaggregated mode: ``spill_o`` and ``credits`` vs the model; the spill link through the
@@ -207,6 +271,7 @@ class TB(tb.BlockTB):
             self.conserved("packets out", len(self.sink), spill_forwarded=c["spill_forwarded"],
                            spill_drained=c["spill_drained"], oversize=-c["oversize"])
         self.write_pcaps()
+        self.cover.write()
         cocotb.log.info("%s: %d in, %d out, counters %s, %d cycles", name, len(self.sent),
                         len(self.sink), {k: v for k, v in c.items() if v}, self.cycle)
 
@@ -288,6 +353,68 @@ async def random_traffic(dut):
     assert c["spill_spilled"] and back and c["agg_completed"] and c["sym_marked"], c
     assert (t.disaggregated or c["oversize"]) and c["spill_malformed"] and c["agg_passed"], c
     t.check("random_traffic")
+
+
+@cocotb.test()
+async def stage_outcomes(dut):
+    """Every stage outcome the random mix leaves to luck, by construction (checked against the model
+    every cycle as everywhere): aggregator malformed (an INA frame one byte short), bad header (fan-in
+    1), duplicate, resent, ACKs; ESA: forwarded (overflow=1), flushed (resend), an ACK that frees;
+    Symphony ageing (job 0 with age_out 1, idle for 2 epochs); config commands while packets flow (one
+    takes stage 2's cycle, one waits while the held output stops stage 3)."""
+    t = TB(dut)
+    await t.reset()
+    await setup_ring(t)
+    agg = t.block.agg
+    W, V = agg.workers, agg.values
+
+    def part(worker, jobseq, index, fanin=W, **flags):
+        return ina_packet(worker, jobseq, index, [worker + 1] * V, fanin=fanin, **flags)
+
+    install = {"op": OP_INSTALL, "qp": RING_QPS[0], "job": 0, "position": 0, "chunk": 0, "delta": 0}
+    t.send(bytes(part(0, 0x10001, 1))[:-1], 0)                  # malformed: one byte short
+    t.send(part(0, 0x10001, 1, fanin=1), 0)                     # bad header
+    if agg.policy == "switchml":
+        for w in range(W):
+            t.send(part(w, 0, 1), 0)                            # set 0 of slot 1 completes
+        t.send(part(0, 0, 1), 0)                                # retransmission to the complete set: resent
+        t.send(part(0, 0, 1 | wire.INA_SET_BIT), 0)             # set 1 starts ...
+        t.send(part(0, 0, 1 | wire.INA_SET_BIT), 0)             # ... duplicate
+        t.send(ina_packet(0, 0, 1, [0] * V, ack=1), 0)          # an ACK: passed
+    else:
+        t.send(part(0, 0x20001, 1), 0)
+        t.send(part(1, 0x20001, 1), 0)
+        t.send(part(1, 0x20001, 1), 0)                          # duplicate
+        t.send(part(1, 0x20001, 1, fanin=2), 0)                 # count 2 = its fan-in, bit in: resent
+        t.send(part(0, 0x20002, 2), 0)
+        t.send(part(1, 0x20002, 2, resend=1), 0)                # flushed
+        t.send(part(0, 0x20003, 3, overflow=1), 0)              # forwarded to the PS
+        t.send(part(0, 0x20004, 0), 0)
+        t.send(ina_packet(0, 0x20004, 0, [0] * V, ack=1), 0)    # the holder's ACK frees
+        t.send(ina_packet(0, 0x20005, 0, [0] * V, ack=1), 0)    # nothing held: passed
+    for n in range(8):                                          # packets in flight ...
+        t.send(roce_packet(src="10.0.1.1", qp=0x200, psn=n), 1)
+    t.cfg.send_nowait(install)                                  # ... when a command comes: it takes a cycle
+    await t.cfg.wait_idle()
+    await t.source.wait_idle()
+    t.sink.set_pause_generator(itertools.repeat(True))          # o held: stage 3, then stage 2 stop
+    for n in range(3 * t.params.beats + t.params.spill.buffer):
+        t.send(roce_packet(src="10.0.1.2", qp=0x201, psn=n), 1)
+    await ClockCycles(dut.clk, 60)
+    t.cfg.send_nowait(install)                                  # waits for stage 2
+    await ClockCycles(dut.clk, 20)
+    t.sink.set_pause_generator(None)
+    await t.cfg.wait_idle()
+    await t.config(op=OP_JOB, job=0, chunk=2, delta=1, age_out=1)
+    await ClockCycles(dut.clk, 2 << t.params.sym.epoch_bits)   # two epochs later: age 2 > age_out
+    t.send(roce_packet(src="10.0.0.2", qp=RING_QPS[1], psn=0), 2)
+    await t.finish()
+    c = t.counters()
+    names = ["agg_malformed", "agg_bad_header", "agg_duplicate", "agg_resent", "agg_ack_passed", "sym_aged"]
+    if agg.policy != "switchml":
+        names += ["agg_forwarded", "agg_flushed", "agg_ack_freed"]
+    assert all(c[name] for name in names), {name: c[name] for name in names}
+    t.check("stage_outcomes")
 
 
 @cocotb.test()

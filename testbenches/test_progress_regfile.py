@@ -411,7 +411,8 @@ async def checksum_second_fold(dut):
 async def delta_edges(dut):
     """delta = 2: one flow walks ahead of its ring, one step per packet, through every edge of the
     mark decision with each ECN kind: Not-ECT within delta, ECT at delta (kept), Not-ECT at delta + 1
-    (counted not_ect), ECT beyond (marked), CE beyond (kept CE, not counted)."""
+    (counted not_ect), ECT beyond (marked), CE beyond (kept CE, not counted); then a ring with delta 3:
+    ECT(0) and ECT(1) strictly within delta (kept)."""
     t = TB(dut)
     await tb.reset(dut)
     await install_ring(t, 0, 1, 2)
@@ -419,8 +420,12 @@ async def delta_edges(dut):
     for psn, code in enumerate(tos):
         t.send(ring_packet(0, 0, psn, tos=code))
     await t.settle()
+    await install_ring(t, 1, 1, 3)              # job 1, delta 3: ECT(0) and ECT(1) strictly within delta
+    t.send(ring_packet(1, 0, 0, tos=ECT0))
+    t.send(ring_packet(1, 0, 1, tos=ECT1))
+    await t.settle()
     model = t.check("delta_edges")
-    assert [Ether(raw)[IP].tos & 3 for raw in t.received] == [NOT_ECT, ECT0, NOT_ECT, CE, CE]
+    assert [Ether(raw)[IP].tos & 3 for raw in t.received] == [NOT_ECT, ECT0, NOT_ECT, CE, CE, ECT0, ECT1]
     assert model.counters["marked"] == 1 and model.counters["not_ect"] == 1, model.counters
 
 

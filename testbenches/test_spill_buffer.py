@@ -10,7 +10,7 @@ from cocotb.triggers import RisingEdge
 from hdl.packet import beat_layout
 from hdl.spill_buffer import SpillBuffer, SpillBufferParams
 from models.headers import IP, UDP, Ether, Raw, roce_packet
-from models.spill_buffer import MIN_LENGTH, SpillBufferModel
+from models.spill_buffer import MIN_LENGTH, SpillBufferModel, flow_of
 from testbenches import runner, tb
 
 ARP_ETHERTYPE = 0x0806
@@ -382,6 +382,74 @@ async def flow_order(dut):
     assert t.counters()["spilled"] == 6 and t.counters()["forwarded"] == 3, t.counters()
     await t.drain()
     t.check("flow_order")
+
+
+@cocotb.test()
+async def decision_edges(dut):
+    """The decisions the random traffic leaves to luck, by construction: spilled and spill_overflow at
+    high-1 and between the watermarks (a flow with packets outstanding), spill_overflow of a flow with
+    nothing outstanding (flow order: the port's FIFO is full of another flow's packets) and at the low
+    watermark (o held: no drain empties the FIFO), a packet stalled between the watermarks and at high-1
+    (output register held by back-pressure)."""
+    t = TB(dut)
+    t.sink.set_pause_generator(None)
+    await t.reset()
+    p = t.params
+    H, L, C, P = p.high, p.low, p.capacity, p.ports
+    mid = (H + L) // 2
+    assert L < mid < H - 1 and P >= 3
+
+    async def settle():
+        await t.source.wait_idle()
+        for _ in range(4):
+            await RisingEdge(dut.clk)
+
+    pool = flows(random.Random(8), 16)
+    entry = {f: flow_of(bytes(packet(f, 0)), p.flows) for f in pool}
+    a, c, d = pool[0], pool[1], pool[2]
+    b = next(f for f in pool if entry[f] != entry[a])
+    t.fixed = [H] * P
+    for n in range(C):
+        t.send(packet(a, n), 0)                  # port 0's FIFO full of flow a
+    await settle()
+    t.send(packet(b, 0), 0)                      # overflow at =high (flow order: b has nothing outstanding)
+    await settle()
+    t.fixed = [H - 1] * P
+    t.send(packet(a, C), 0)                      # overflow at =high-1: a has packets outstanding
+    t.send(packet(c, 0), 1)                      # port 1 at high-1, c clear: forwarded
+    await settle()
+    t.fixed = [mid] * P
+    t.send(packet(a, C + 1), 0)                  # overflow between the watermarks
+    await settle()
+    assert t.counters()["spilled"] == C and t.counters()["spill_overflow"] == 3, t.counters()
+    t.fixed = [H] * P
+    t.send(packet(d, 0), 1)                      # d spilled at =high on port 1 ...
+    await settle()
+    t.fixed = [H - 1] * P
+    t.send(packet(d, 1), 1)                      # ... and behind it at =high-1 (outstanding)
+    await settle()
+    assert t.counters()["spilled"] == C + 2, t.counters()
+    t.sink.set_pause_generator(itertools.repeat(True))     # o.ready low: the output register stays full
+    t.fixed = [mid] * P
+    t.send(packet(c, 1), 2)                      # forwarded into the output register (c has nothing spilled)
+    await settle()
+    t.fixed = [L] * P                            # every FIFO is eligible, but o is held: nothing drains,
+    t.send(packet(a, C + 2), 0)                  # so port 0 is still full: overflow at =low
+    await settle()
+    assert t.counters()["spill_overflow"] == 4 and t.counters()["drained"] == 0, t.counters()
+    t.fixed = [mid] * P
+    t.send(packet(c, 2), 2)                      # stalled between the watermarks
+    for _ in range(8):
+        await RisingEdge(dut.clk)
+    t.fixed = [H - 1] * P                        # still stalled, now at high-1
+    for _ in range(8):
+        await RisingEdge(dut.clk)
+    assert t.counters()["forwarded"] == 2, "the stalled packet went in"
+    t.sink.set_pause_generator(None)
+    await t.drain()
+    c_ = t.counters()
+    assert (c_["forwarded"], c_["spilled"], c_["spill_overflow"], c_["drained"]) == (3, C + 2, 4, C + 2), c_
+    t.check("decision_edges")
 
 
 PARAMS = {

@@ -15,6 +15,62 @@ from testbenches import runner, tb
 
 P = SpillNodeParams(ports=3, capacity=4, mtu=200, data_bytes=64)
 
+OUTCOMES = ("received", "overflow", "oversize", "malformed", "drain_all", "drain_part", "drain_none")
+FILLS = ("empty", "partial", "one_free", "full")
+LENGTHS = ("min", "one_beat", "mid", "=slot", "=slot+1", ">slot+1")
+#: Cross bins that cannot happen, and why (the coverage report prints the reason).
+FULL_DROPS = "a DATA frame whose FIFO was full at its first beat is dropped (overflow), never stored"
+ROOM_STORES = "a DATA frame of at most slot_beats beats whose FIFO had room at its first beat is stored"
+SLOT_FITS = "a frame of at most slot_beats beats is never oversize (classify)"
+SLOT_EXCEEDED = "a frame of more than slot_beats beats is oversize (classify), never stored nor overflow"
+MIN_FITS = "the shortest DATA frame (header + 1 byte) is one beat (data_bytes >= 22)"
+
+
+def fill(count, capacity):
+    return "full" if count == capacity else "empty" if not count else "one_free" if count == capacity - 1 \
+        else "partial"
+
+
+def length(frame, p):
+    beats, slot = -(-len(frame) // p.data_bytes), slot_beats(p)
+    return ("min" if len(frame) == wire.SPILL_HEADER_BYTES + 1 else "one_beat" if beats == 1 else
+            "=slot" if beats == slot else "=slot+1" if beats == slot + 1 else ">slot+1" if beats > slot else "mid")
+
+
+def reason(frame, ports):
+    """Why ``classify`` calls ``frame`` malformed (its first failing rule)."""
+    if len(frame) < wire.SPILL_HEADER_BYTES:
+        return "short"
+    if int.from_bytes(frame[wire.ETHERTYPE_AT:wire.ETHERTYPE_AT + 2], "big") != wire.ETHERTYPE_SPILL:
+        return "ethertype"
+    if frame[wire.SPILL_PORT_AT] >= ports:
+        return "port"
+    op = frame[wire.SPILL_OP_AT]
+    return "drain_zero" if op == wire.SPILL_DRAIN else "op" if op != wire.SPILL_DATA else "no_inner"
+
+
+def coverage(p):
+    """The spill node's functional coverage: every frame outcome (each counter reason, each malformed
+    rule) at every FIFO fill and slot-length edge; DRAIN grants; the return path's choice and stalls."""
+    cover = tb.Coverage("spill_node")
+    cover.point("outcome", OUTCOMES)
+    cover.point("fill", FILLS)
+    cover.point("length", LENGTHS)
+    cover.point("malformed", ("short", "ethertype", "port", "op", "no_inner", "drain_zero"))
+    cover.point("drain_vs_free", ("<free", "=free", ">free", "none_free"))
+    cover.point("choice", ("at_rr", "after_rr", "wrapped"))
+    cover.point("o_stall", ("first", "middle", "last"))
+    data = ("received", "overflow", "oversize")
+    cover.point("data_outcome", data)
+    cover.cross("outcome_x_fill", "data_outcome", "fill", unreachable={
+        **{("received", "full"): FULL_DROPS},
+        **{("overflow", f): ROOM_STORES for f in FILLS if f != "full"}})
+    cover.cross("outcome_x_length", "data_outcome", "length", unreachable={
+        **{("oversize", b): SLOT_FITS for b in LENGTHS if b not in ("=slot+1", ">slot+1")},
+        **{(o, b): SLOT_EXCEEDED for o in ("received", "overflow") for b in ("=slot+1", ">slot+1")},
+        ("oversize", "min"): MIN_FITS})
+    return cover
+
 
 # --- RTL testbench ------------------------------------------------------------------------------
 
@@ -33,6 +89,8 @@ class TB(tb.BlockTB):
         self.cycle = self.frames = 0
         self.sent = []                          # DATA frames sent, in order
         self.out_cycles = []                    # cycles of the beats sent on o
+        self.cover = coverage(self.params)
+        self.fill_at_first = None               # fill of the arriving frame's FIFO at its first beat
         cocotb.start_soon(self._monitor())
 
     async def reset(self):
@@ -57,6 +115,7 @@ class TB(tb.BlockTB):
             i_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__ready.value)
             beat = tb.unpack(self.layout, dut.i__payload.value.to_unsigned()) if i_valid else None
             before = self.model.stored
+            self.sample(beat, o_ready)
             valid, expected = self.model.step(beat, o_ready)
             where = f"cycle {self.cycle}"
             assert dut.i__ready.value == 1, f"{where}: i.ready fell"
@@ -71,6 +130,41 @@ class TB(tb.BlockTB):
             stored = tb.unpack(self.block.stored.shape(), dut.stored.value.to_unsigned())
             assert stored == before, f"{where}: stored {stored}, model {before}"
             self.cycle += 1
+
+    def sample(self, beat, o_ready):
+        """Functional coverage of this cycle, from the model's state before its step."""
+        m, p = self.model, self.params
+        if beat is not None:
+            data = beat["data"].to_bytes(p.data_bytes, "little")
+            if not m.partial:
+                origin = data[wire.SPILL_PORT_AT]
+                self.fill_at_first = fill(len(m.fifos[origin]), p.capacity) if origin < p.ports else None
+            if beat["last"]:
+                frame = bytes(m.partial) + data[:bin(beat["keep"]).count("1")]
+                kind = classify(frame, p.ports, slot_beats(p), p.data_bytes)
+                values = {}
+                if kind == "malformed":
+                    values = {"outcome": "malformed", "malformed": reason(frame, p.ports)}
+                elif kind == "drain":
+                    q, count = frame[wire.SPILL_PORT_AT], frame[wire.SPILL_COUNT_AT]
+                    free = len(m.fifos[q]) - m.requested[q]
+                    values = {"outcome": "drain_all" if count <= free else "drain_part" if free else "drain_none",
+                              "drain_vs_free": "none_free" if not free else "<free" if count < free else
+                              "=free" if count == free else ">free"}
+                else:
+                    outcome = "overflow" if kind == "data" and self.fill_at_first == "full" else \
+                        "received" if kind == "data" else "oversize"
+                    values = {"outcome": outcome, "data_outcome": outcome, "fill": self.fill_at_first,
+                              "length": length(frame, p)}
+                self.cover.sample(**values)
+        if m.current is None:
+            chosen = m._choice()
+            if chosen is not None:
+                self.cover.sample(choice="at_rr" if chosen == m.rr else "after_rr" if chosen > m.rr else "wrapped")
+        port = m._choice()
+        if port is not None and not o_ready:
+            out = m._beat(port)
+            self.cover.sample(o_stall="first" if out["first"] else "last" if out["last"] else "middle")
 
     async def settle(self, limit=20000):
         """Wait until every frame went in and every requested frame came out."""
@@ -98,6 +192,7 @@ class TB(tb.BlockTB):
             sent = [returned(f) for f in self.sent if f[wire.SPILL_PORT_AT] == port]
             assert mine == [f for f in sent if f in mine], f"port {port}: returns out of order"
         self.write_pcaps()
+        self.cover.write()
         cocotb.log.info("%s: %d frames in, counters %s, %d cycles", name, self.frames, c, self.cycle)
 
 
@@ -201,6 +296,44 @@ async def reset_mid_traffic(dut):
         t.send(drain_request(port, 255))
     await t.settle()
     t.check("reset_mid_traffic")
+
+
+@cocotb.test()
+async def frame_edges(dut):
+    """Every classification edge by construction: the shortest DATA frame (header + 1 byte), one full
+    beat, exactly ``slot_beats`` beats (stored) and one beat more (oversize); the first two again into
+    a full FIFO (overflow); DRAIN below, above, at the unrequested frames and with none left; one
+    frame per malformed rule."""
+    t = TB(dut)
+    await t.reset()
+    W, S, C, P = t.block.data_bytes, t.block.beats, t.block.capacity, t.block.ports
+    assert C >= 2, "the drain edges need two stored frames"
+    small, one_beat = bytes(spill_frame(b"\x01", port=0)), bytes(spill_frame(bytes(W - 22), port=0))
+    assert len(small) == 23 and len(one_beat) == W
+    for frame in (small, one_beat, bytes(spill_frame(bytes(S * W - 22), port=0))):
+        t.send(frame)
+        t.send(drain_request(0, 1))                               # = the one unrequested frame
+        await t.settle()
+    t.send(spill_frame(bytes(S * W - 21), port=0))                # slot_beats + 1 beats: oversize
+    for n in range(C):
+        t.send(spill_frame(inner(n), port=0, seq=n))
+    t.send(spill_frame(b"\x02", port=0, seq=1))                    # both edges again (other bytes: the
+    t.send(spill_frame(bytes(W - 22), port=0, seq=1))             # returns are matched by content) into
+                                                                   # the full FIFO: overflow
+    t.send(drain_request(0, 1))                                    # below the C unrequested frames
+    t.send(drain_request(0, C))                                    # above the C - 1 left: one empty
+    t.send(drain_request(0, 1))                                    # none left: one empty
+    raw = bytes(spill_frame(inner(0), port=0))
+    bad = [raw[:10], bytes(Ether(type=wire.ETHERTYPE_IPV4)) + raw[14:], bytes(spill_frame(inner(0), port=P)),
+           bytes(spill_frame(inner(0), port=0, op=wire.SPILL_RETURN)), raw[:wire.SPILL_HEADER_BYTES],
+           bytes(drain_request(0, 0))]
+    for frame in bad:
+        t.send(frame)
+    await t.settle()
+    c = t.counters()
+    assert (c["received"], c["overflow"], c["oversize"], c["malformed"]) == (3 + C, 2, 1, len(bad)), c
+    assert (c["drains"], c["drain_empty"], c["returned"]) == (6, 2, 3 + C), c
+    t.check("frame_edges")
 
 
 PARAMS = {
