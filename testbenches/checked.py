@@ -235,7 +235,7 @@ def _packet_beats(shape, width, items):
 
 def spill_buffer(component, params, beats):
     if params.mode != "inswitch":
-        raise KeyError("spill_buffer[disaggregated]: no checked-engine adapter (its spill/return links need "
+        raise KeyError("spill_buffer (disaggregated mode): no checked-engine adapter (its spill/return links need "
                        "a spill node in the loop)")
     from models.spill_buffer import SpillBufferModel
     model, desc, depth = SpillBufferModel(params), component.descriptor, [0] * params.ports
@@ -401,7 +401,7 @@ def pipeline(component, params, beats):
     """In-switch mode (the disaggregated one needs a spill node on its links): every packet announced
     to the model first, then one model step per cycle with ``qdepth`` 0 and ``o`` always ready."""
     if params.spill.mode != "inswitch":
-        raise KeyError("pipeline[disaggregated]: no checked-engine adapter (its spill/return links need a "
+        raise KeyError("pipeline (disaggregated mode): no checked-engine adapter (its spill/return links need a "
                        "spill node in the loop)")
     from models.pipeline import PipelineModel
     model, shape = PipelineModel(params), _shapes(component)["o"]

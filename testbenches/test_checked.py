@@ -9,7 +9,8 @@ from models.spill_buffer import SpillBufferParams
 from testbenches import checked, runner, tb
 from tools.traffic import roce_beats
 
-PARAMS = SpillBufferParams(ports=4, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8, order="port")
+PARAMS = SpillBufferParams(ports=4, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8, order="port",
+                           mode="inswitch")
 BEATS = 120
 
 
