@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import coerce_node_id
 
 from formal import runner as formal_runner
 from testbenches import runner
@@ -36,6 +37,22 @@ def pytest_sessionstart(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(session.config, "workerinput"):
         reporter.write_line(f"innet: traffic seed {session.config.innet_seed} ({_how_seeded()})")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup`` for pytest 9: pytest-xdist 3.8 (on its workers) puts an item's
+    ``xdist_group`` into its node id by setting ``item._nodeid``, which pytest 9 no longer reads (the
+    id lives in ``item._id``), so every group was split over the workers and the tests of one
+    parameter set waited for each other's build. Do the same through ``_id``; reports then carry
+    ``@group`` (``runner.plain_nodeid`` drops it)."""
+    if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
 
 
 def pytest_collection_finish(session):
@@ -71,7 +88,7 @@ def _innet(reporter):
                 continue
             for name, value in getattr(report, "user_properties", ()):
                 if name == "innet" and isinstance(value, dict):
-                    found.append((report.nodeid, report.outcome, value))
+                    found.append((runner.plain_nodeid(report.nodeid), report.outcome, value))
     return sorted(found, key=lambda item: item[0])
 
 
@@ -126,5 +143,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     write(f"innet: traffic seed {seed} ({_how_seeded()}); replay the run: INNET_SEED={seed} make test")
     single = [nodeid for nodeid, _, _ in sims] if len(sims) <= SIM_TABLE_ROWS else []
-    for nodeid in single + [r.nodeid for r in terminalreporter.stats.get("failed", []) if r.nodeid not in single]:
+    failed = [runner.plain_nodeid(r.nodeid) for r in terminalreporter.stats.get("failed", [])]
+    for nodeid in single + [n for n in failed if n not in single]:
         write(f"  replay one test: INNET_SEED={seed} .venv/bin/python -m pytest '{nodeid}'")

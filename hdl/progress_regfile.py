@@ -1,5 +1,5 @@
 """Symphony progress register file (SPEC section 2)."""
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,7 +60,9 @@ class ProgressRegfile(wiring.Component):
 
     State a Tofino-class pipeline holds: the flow table (one read per packet), the job rows
     {step, count, seen, stale per position} (one read-modify-write per packet), the job settings
-    {chunk, delta, age_out} (one read).
+    {chunk, delta, age_out} (one read). Reset (*chosen*): the three tables are memories and keep
+    their contents; a reset edge writes none of them, so the packet or command in flight is lost
+    whole (the model's reset).
     Step counters saturate at 2**``step_bits``-1; counters saturate at 2**``counter_bits``-1;
     either sets the sticky ``saturated`` output. Output is a register stage (latency 1, one beat
     per cycle); other beats pass unchanged.
@@ -172,8 +174,10 @@ class ProgressRegfile(wiring.Component):
             self.mark.eq(self.decide & outpacing & (ecn != 0) & (ecn != ECN_CE)),
         ]
 
-        # Writes: a config command, or the packet's row update (never both in one cycle).
-        with m.If(self.cfg.valid & self.cfg.ready):
+        # Writes: a config command, or the packet's row update (never both in one cycle); none on a
+        # reset edge (memories keep their contents through reset: the packet or command in flight is lost).
+        live = ~ResetSignal()
+        with m.If(self.cfg.valid & self.cfg.ready & live):
             with m.Switch(cfg.op):
                 with m.Case(OP_INSTALL, OP_REMOVE):
                     m.d.comb += [
@@ -190,7 +194,7 @@ class ProgressRegfile(wiring.Component):
                         row_write.addr.eq(cfg.job), row_write.en.eq(1), row_write.data.eq(0),
                     ]
                     m.d.comb += [row_write.data.seen[p].eq(self.epoch) for p in range(R)]
-        with m.Elif(self.decide):
+        with m.Elif(self.decide & live):
             m.d.comb += [row_write.addr.eq(entry.job), row_write.en.eq(1), row_write.data.eq(row)]
             for p in range(R):
                 m.d.comb += row_write.data.stale[p].eq(stale[p])

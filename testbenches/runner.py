@@ -184,9 +184,15 @@ def traffic_seed(default=None):
     return parse_seed(os.environ["INNET_RUN_SEED"], "INNET_RUN_SEED")
 
 
+def plain_nodeid(nodeid):
+    """``nodeid`` without the ``@group`` suffix ``--dist loadgroup`` adds (as run without xdist)."""
+    return re.sub(r"@[^\[\]/: ]+(?= |$)", "", nodeid)
+
+
 def model_rng(name):
     """``random.Random`` for a pytest-side (model-only) test: seeded from the run's traffic seed and
-    ``name``, so ``INNET_SEED`` replays it; prints the seed."""
+    ``name`` (an xdist group suffix dropped), so ``INNET_SEED`` replays it; prints the seed."""
+    name = plain_nodeid(name)
     seed = traffic_seed()
     print(f"{name}: traffic seed {seed} (replay with INNET_SEED={seed})")
     return random.Random(f"{seed}:{name}")
@@ -251,7 +257,7 @@ class Summary(dict):
 
 def _replay(seed_value):
     """The command that replays the current pytest test with ``seed_value``."""
-    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    current = plain_nodeid(os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0])
     return f"INNET_SEED={seed_value} .venv/bin/python -m pytest '{current}'" if current else \
         f"INNET_SEED={seed_value} make test"
 
