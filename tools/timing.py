@@ -11,7 +11,7 @@ values are cut to their first 8 digits (``…``).
 import json
 from pathlib import Path
 
-from tools.waves import match, names, rising_edges
+from tools.waves import window
 
 HEX_WORDS = ("data", "keep", "bitmap", "header", "mask", "addr", "imm")
 HEX_DIGITS = 8
@@ -58,17 +58,7 @@ def lane(name, samples, width):
 
 def diagram(wave, patterns, clock="clk", start=0, rows=40):
     """The WaveDrom JSON (a dict) of the signals matching ``patterns`` over cycles ``start..start+rows``."""
-    variables = names(wave)
-    chosen = list(dict.fromkeys(n for p in patterns for n in match(variables, p)))
-    if not chosen:
-        raise KeyError(f"no signal matches {' '.join(patterns)} (see --list)")
-    clocks = [n for n in match(variables, clock) if variables[n][1].bitwidth == 1]
-    if not clocks:
-        raise KeyError(f"no 1-bit clock named {clock!r} (see --list, --clock)")
-    edges = rising_edges(wave, variables[clocks[0]][1])
-    if start >= len(edges):
-        raise ValueError(f"--start {start}: the waveform has {len(edges)} clock cycles")
-    times = edges[start:start + rows]
+    variables, chosen, times = window(wave, patterns, clock, start, rows)
 
     def samples(full):
         signal = variables[full][1].signal

@@ -90,8 +90,8 @@ def rising_edges(wave, clock):
     return edges
 
 
-def table(wave, patterns, clock="clk", start=0, rows=50):
-    """(header, rows of [cycle, time, values...]) for the signals matching ``patterns``."""
+def window(wave, patterns, clock="clk", start=0, rows=50):
+    """(variables, the signals matching ``patterns``, the times of clock cycles ``start..start+rows``)."""
     variables = names(wave)
     signals = list(dict.fromkeys(n for p in patterns for n in match(variables, p)))
     if not signals:
@@ -102,9 +102,15 @@ def table(wave, patterns, clock="clk", start=0, rows=50):
     edges = rising_edges(wave, variables[clocks[0]][1])
     if start >= len(edges):
         raise ValueError(f"--start {start}: the waveform has {len(edges)} clock cycles")
+    return variables, signals, edges[start:start + rows]
+
+
+def table(wave, patterns, clock="clk", start=0, rows=50):
+    """(header, rows of [cycle, time, values...]) for the signals matching ``patterns``."""
+    variables, signals, times = window(wave, patterns, clock, start, rows)
     header = ["cycle", "time"] + [variables[s][0] for s in signals]
     body = [[str(cycle), str(time)] + [hexval(variables[s][1].signal.value_at(time - 1)) for s in signals]
-            for cycle, time in enumerate(edges[start:start + rows], start)]
+            for cycle, time in enumerate(times, start)]
     return header, body
 
 
