@@ -266,6 +266,26 @@ class ShiftFifo:
         m.d.sync += self.len.eq(self.len + push + push2 - pop)
 
 
+def tracked_pair(m, core):
+    """Two tracked packets of one flow and port offered to CreditCore ``core`` (``AnyConst`` handles),
+    each decided once, early before late: (early handle, late handle, flow, port, {name: decided})."""
+    p, a = core.params, core.d.payload
+    early_h, late_h = AnyConst(p.handle_bits), AnyConst(p.handle_bits)
+    flow, port = AnyConst(range(p.flows)), AnyConst(range(p.ports))
+    m.d.comb += Assume(early_h != late_h)
+    seen = {}
+    for name, h in (("early", early_h), ("late", late_h)):
+        here = core.d.valid & (a.handle == h)
+        s = seen[name] = Signal(name=f"{name}_seen")
+        m.d.comb += Assume(~(here & s))
+        with m.If(here):
+            m.d.comb += Assume((a.flow == flow) & (a.port == port) & ~a.malformed)
+        with m.If(here & core.v.ready):
+            m.d.sync += s.eq(1)
+    m.d.comb += Assume(~(core.d.valid & (a.handle == late_h) & ~seen["early"]))
+    return early_h, late_h, flow, port, seen
+
+
 class CreditSpec(Elaboratable):
     """CreditCore with free arrivals, queue depths and ready signals; the spill link, the node and the
     return link are one free-delay FIFO channel per origin port (requests and returns are free events
@@ -299,19 +319,7 @@ class CreditSpec(Elaboratable):
         spill = decided & (v.kind == 1)
 
         # Tracked packets: early and late of one flow and port, early decided first.
-        early_h, late_h = AnyConst(p.handle_bits), AnyConst(p.handle_bits)
-        flow, port = AnyConst(range(F)), AnyConst(range(P))
-        m.d.comb += Assume(early_h != late_h)
-        seen = {}
-        for name, h in (("early", early_h), ("late", late_h)):
-            here = core.d.valid & (a.handle == h)
-            s = seen[name] = Signal(name=f"{name}_seen")
-            m.d.comb += Assume(~(here & s))
-            with m.If(here):
-                m.d.comb += Assume((a.flow == flow) & (a.port == port) & ~a.malformed)
-            with m.If(here & core.v.ready):
-                m.d.sync += s.eq(1)
-        m.d.comb += Assume(~(core.d.valid & (a.handle == late_h) & ~seen["early"]))
+        early_h, late_h, flow, port, seen = tracked_pair(m, core)
 
         # The world: per origin port a FIFO (spill link + node + return link), the requests in flight,
         # and the returns held by the switch until re-injected.
@@ -706,19 +714,7 @@ class RoundTripSpec(Elaboratable):
         requested = core.req.valid & core.req.ready
 
         # Tracked packets (as in CreditSpec): early and late of one flow and port, early decided first.
-        early_h, late_h = AnyConst(p.handle_bits), AnyConst(p.handle_bits)
-        flow, port = AnyConst(range(F)), AnyConst(range(P))
-        m.d.comb += Assume(early_h != late_h)
-        seen = {}
-        for name, h in (("early", early_h), ("late", late_h)):
-            here = core.d.valid & (a.handle == h)
-            s = seen[name] = Signal(name=f"{name}_seen")
-            m.d.comb += Assume(~(here & s))
-            with m.If(here):
-                m.d.comb += Assume((a.flow == flow) & (a.port == port) & ~a.malformed)
-            with m.If(here & core.v.ready):
-                m.d.sync += s.eq(1)
-        m.d.comb += Assume(~(core.d.valid & (a.handle == late_h) & ~seen["early"]))
+        early_h, late_h, flow, port, seen = tracked_pair(m, core)
         tag = Cat(a.handle == early_h, a.handle == late_h)
 
         # The spill link: DATA frames at their spill decision, DRAIN frames at their request (DATA first).
