@@ -305,7 +305,6 @@ async def bounded_loss_tracker(dut):
     assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters)     # each packet once
     for name, value in model.counters.items():
         assert int(getattr(dut, name).value) == value, name
-    cocotb.log.info("counters %s", model.counters)
     tb.summary(counters=dict(model.counters))
 
 
