@@ -353,7 +353,8 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     batched = (len(batch) > 1 and testcase in batch and env is None and seed is None and not kind and not cover
                and "INNET_SESSION" in os.environ and not os.environ.get("INNET_SOLO"))
 
-    build_args = BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (COVERAGE_ARGS if cover else [])
+    build_args = (BUILD_ARGS + (["--trace-fst"] if kind == "fst" else []) + (["+define+INNET_WAVES"] if kind else [])
+                  + (COVERAGE_ARGS if cover else []))
     # A wrapper class may bring its own Verilog, Verilator flags and public signals (testbenches/checked.py).
     extra = getattr(component_cls, "VERILATOR", None) or {}
     build_args = build_args + list(extra.get("args", ()))
