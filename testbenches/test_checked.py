@@ -5,21 +5,22 @@ import random
 
 import cocotb
 
-from models.spill_buffer import SpillBufferParams
+from registry import block
 from testbenches import checked, runner, tb
 from tools.traffic import roce_beats
 
-PARAMS = SpillBufferParams(ports=4, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8, order="port",
-                           mode="inswitch")
+#: The soak's wrapper of the in-switch spill buffer (one Verilator build for both).
+WRAPPER = checked.soak_params("spill_buffer[inswitch]")
 BEATS = 120
 
 
 def setup():
     """(component, packed input beats, Expected) of seeded line-rate RoCEv2 traffic on the spill buffer."""
-    component = checked.checked_of(**tb.params()).block
+    component = checked.soak_of(**tb.params()).block
     beats = roce_beats(component, BEATS, random.Random(tb.seed()))
     layout = component.signature.members["i"].signature.members["payload"].shape
-    expected = checked.expect("spill_buffer", component, PARAMS, beats)
+    params = block("spill_buffer").make_params(tb.params()["params"])
+    expected = checked.expect("spill_buffer", component, params, beats)
     assert len(expected.outputs["o"]) == BEATS, "qdepth 0, ports 0..3 (roce_beats): every packet is forwarded"
     return component, [tb.pack(layout, b) for b in beats], expected
 
@@ -79,9 +80,6 @@ async def planted_differences(dut):
     await checked.check(dut, component, words, expected)                 # restored: passes again
 
 
-WRAPPER = {"block": "spill_buffer", "params": PARAMS.as_dict(), "depth": BEATS, "exp_depth": BEATS + 1}
-
-
 @runner.parametrize(__name__, {"spill_buffer": WRAPPER})
 def test_checked(params, testcase, record_property):
-    record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
+    record_property("innet", runner.run(checked.soak_of, params, __name__, testcase, block="checked"))

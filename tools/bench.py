@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
 #: Beats held by the Replay wrapper; the stimulus is replayed from it len(beats) // depth times.
 REPLAY_DEPTH = 1000
+#: Distinct packets of a benchmark's stimulus.
+POOL = 2000
 
 
 def _streams(component):
@@ -56,9 +58,13 @@ def _streams(component):
 
 
 def _stimulus(block, component, packets, dicts=False):
+    """The benchmark's ``packets`` beats: ``POOL`` drawn (scapy builds a few hundred packets a second),
+    then sent again in order as often as it takes."""
     layout, outputs = _streams(component)
-    items = STIMULI[variant(block)[0].stimulus](component, packets, random.Random(1))
-    beats = [pack(layout, beat) for beat in items]
+    pool = STIMULI[variant(block)[0].stimulus](component, min(packets, POOL), random.Random(1))
+    items = [pool[n % len(pool)] for n in range(packets)]
+    words = [pack(layout, beat) for beat in pool]
+    beats = [words[n % len(pool)] for n in range(packets)]
     return (layout, outputs, beats, items) if dicts else (layout, outputs, beats)
 
 

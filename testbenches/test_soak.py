@@ -1,0 +1,85 @@
+"""Soak: 1e5 seeded random packets per block, every output checked against the golden model.
+
+Each block runs its line-rate traffic (the block's ``stimulus`` in tools/traffic.py, benchmark
+parameters) through the checked engine (testbenches/checked.py) as one run cut into batches of at
+most ``checked.BATCH`` beats: the block and its model keep their state from batch to batch and every output
+beat (with its cycle, for the cycle-accurate models), the cycle of the last input of each batch and
+the counters are compared. The traffic is a seeded pool of ``POOL`` packets drawn once (scapy builds
+a few hundred packets a second, the simulation takes ~10^5 a second) and sent round after round, so
+the same packets meet a block in ever new states. ``INNET_SOAK=k`` runs k x 1e5 packets
+(``INNET_SOAK=100 ... -m soak`` is the 1e7 nightly run)."""
+import os
+import random
+
+import cocotb
+import pytest
+
+from registry import variant
+from testbenches import checked, runner, tb
+from tools.traffic import STIMULI
+
+#: Packets per block in a default run (``INNET_SOAK`` multiplies it).
+PACKETS = 100_000
+#: Distinct packets of the traffic.
+POOL = 2000
+#: The blocks with a checked-engine adapter (spill buffer and pipeline: their in-switch variants; the
+#: disaggregated switch side's links need a spill node in the loop: test_spillway and test_pipeline).
+BLOCKS = ["spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline[inswitch]",
+          "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap", "bounded_loss_tracker"]
+
+
+def packets():
+    """Packets per block of this run: ``PACKETS`` x ``INNET_SOAK`` (default 1)."""
+    text = os.environ.get("INNET_SOAK", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        raise ValueError(f"INNET_SOAK={text!r}: not a number") from None
+    if scale <= 0:
+        raise ValueError(f"INNET_SOAK={text!r}: must be > 0")
+    return max(1, int(PACKETS * scale))
+
+
+def traffic(name, component, rng):
+    """``generate(count)``: the next ``count`` packets (beat dicts) of the pool, round after round."""
+    pool = STIMULI[variant(name)[0].stimulus](component, POOL, rng)
+    items, packet = [], []
+    for beat in pool:                            # whole packets (a beat without ``last`` is one)
+        packet.append(beat)
+        if beat.get("last", True):
+            items.append(packet)
+            packet = []
+    where = [0]
+
+    def generate(count):
+        out = []
+        for _ in range(count):
+            out += items[where[0] % len(items)]
+            where[0] += 1
+        return out
+    return generate
+
+
+@cocotb.test()
+async def soak(dut):
+    """``packets()`` packets of the block's traffic in one checked run (the seed picks the pool)."""
+    spec = tb.params()
+    name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
+                and checked.soak_params(n)["params"] == spec["params"])
+    b = variant(name)[0]
+    params = b.make_params(spec["params"])
+    component = checked.soak_of(**spec).block
+    count = packets()
+    cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
+    rng = random.Random(tb.seed())
+    totals = await checked.soak(dut, b.name, component, params, traffic(name, component, rng), count, checked.BATCH,
+                                checked.EXPECTED, rng=rng, log=cocotb.log.info)
+    assert totals["packets_in"] == count, totals
+    cocotb.log.info("soak %s: %s", name, totals)
+    tb.summary(soak=totals)
+
+
+@pytest.mark.soak
+@runner.parametrize(__name__, {name: checked.soak_params(name) for name in BLOCKS})
+def test_soak(params, testcase, record_property):
+    record_property("innet", runner.run(checked.soak_of, params, __name__, testcase, block="checked"))
