@@ -13,8 +13,15 @@ cycle is a mismatch too) and latches the first mismatch: its cycle, port, beat i
 value. ``check(dut, ...)`` (cocotb side) then reads that, the beats seen per port, the cycle of the
 last accepted input and the block's counters, and raises an ``AssertionError`` naming the cycle.
 
-What the engine drives: stream ``i`` only; every other input (``cfg``/``cmd`` streams, ``qdepth``,
-``rd_addr``) stays 0 and every output stream is always ready.
+What the engine drives: stream ``i``, and from a side memory indexed by the cycle the block's other
+inputs (``qdepth``, ``rd_addr``) and a stall per output stream: zero for ``make bench`` (outputs
+always ready), random for a soak (``side_table``: ``qdepth`` in [0, 2 * high], each output stalled one
+cycle in four where the model takes the output's ready). The ``cfg``/``cmd`` streams stay idle.
+
+A long run (``soak``) goes in batches: the wrapper's ``keep`` holds the block's state (it is frozen
+between batches: ``EnableInserter``), and the model session keeps the model's; every batch is
+checked beat by beat, the counters when the run is over. testbenches/test_soak.py runs 1e5 packets
+per block this way.
 """
 import functools
 import os

@@ -21,7 +21,7 @@ from tools.traffic import STIMULI
 #: Packets per block in a default run (``INNET_SOAK`` multiplies it).
 PACKETS = 100_000
 #: Distinct packets of the traffic.
-POOL = 2000
+POOL = 500
 #: The blocks with a checked-engine adapter (spill buffer and pipeline: their in-switch variants; the
 #: disaggregated switch side's links need a spill node in the loop: test_spillway and test_pipeline).
 BLOCKS = ["spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline[inswitch]",
