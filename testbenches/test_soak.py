@@ -83,3 +83,20 @@ async def soak(dut):
 @runner.parametrize(__name__, {name: checked.soak_params(name) for name in BLOCKS})
 def test_soak(params, testcase, record_property):
     record_property("innet", runner.run(checked.soak_of, params, __name__, testcase, block="checked"))
+
+
+def test_soak_length(monkeypatch):
+    """``INNET_SOAK`` scales the soak (100: the 1e7 nightly run) and a bad value is refused by name;
+    batches end with whole packets."""
+    for text, count in (("1", PACKETS), ("100", 100 * PACKETS), ("0.5", PACKETS // 2)):
+        monkeypatch.setenv("INNET_SOAK", text)
+        assert packets() == count
+    for text in ("x", "0", "-2"):
+        monkeypatch.setenv("INNET_SOAK", text)
+        with pytest.raises(ValueError, match="INNET_SOAK"):
+            packets()
+    beats = [{"last": n % 3 == 2} for n in range(10)]          # packets of 3 beats, the last one cut
+    assert [len(b) for b in checked.batches(beats, 7)] == [6, 4]
+    assert [len(b) for b in checked.batches([{"ev": n} for n in range(10)], 4)] == [4, 4, 2]
+    with pytest.raises(ValueError, match="longer than the batch"):
+        checked.batches(beats, 2)
