@@ -688,20 +688,11 @@ BATCH, EXPECTED = 8192, 16384
 
 
 def soak_params(name):
-    """``soak_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters."""
+    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters."""
     import registry
     b, overrides, _ = registry.variant(name)
     return {"block": b.name, "params": b.make_params({**b.bench, **overrides}).as_dict(), "depth": BATCH,
             "exp_depth": EXPECTED}
-
-
-def soak_of(block, params, depth, exp_depth):
-    """``checked_of`` with its C++ compiled at -O0 (3x faster to build; for the tests, whose runs are
-    short next to the golden model's time: ``make bench`` measures ``checked_of``)."""
-    return checked_of(block, params, depth, exp_depth)
-
-
-soak_of.VERILATOR = {**Checked.VERILATOR, "make": ["OPT_FAST=-O0"]}
 
 
 def batches(beats, size):

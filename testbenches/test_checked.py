@@ -16,7 +16,7 @@ BEATS = 120
 
 def setup():
     """(component, packed input beats, Expected) of seeded line-rate RoCEv2 traffic on the spill buffer."""
-    component = checked.soak_of(**tb.params()).block
+    component = checked.checked_of(**tb.params()).block
     beats = roce_beats(component, BEATS, random.Random(tb.seed()))
     layout = component.signature.members["i"].signature.members["payload"].shape
     params = block("spill_buffer").make_params(tb.params()["params"])
@@ -82,4 +82,4 @@ async def planted_differences(dut):
 
 @runner.parametrize(__name__, {"spill_buffer": WRAPPER})
 def test_checked(params, testcase, record_property):
-    record_property("innet", runner.run(checked.soak_of, params, __name__, testcase, block="checked"))
+    record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))

@@ -68,7 +68,7 @@ async def soak(dut):
                 and checked.soak_params(n)["params"] == spec["params"])
     b = variant(name)[0]
     params = b.make_params(spec["params"])
-    component = checked.soak_of(**spec).block
+    component = checked.checked_of(**spec).block
     count = packets()
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
@@ -82,7 +82,7 @@ async def soak(dut):
 @pytest.mark.soak
 @runner.parametrize(__name__, {name: checked.soak_params(name) for name in BLOCKS})
 def test_soak(params, testcase, record_property):
-    record_property("innet", runner.run(checked.soak_of, params, __name__, testcase, block="checked"))
+    record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
 
 
 def test_soak_length(monkeypatch):

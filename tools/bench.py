@@ -17,6 +17,7 @@ It prints packets/s and cycles/s per engine and the ratio to the C++ harness, an
 import contextlib
 import csv
 import json
+import os
 import random
 import subprocess
 import sys
@@ -332,7 +333,7 @@ def plot(rows, path):
 def main(argv=None):
     parser = Parser(prog="bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("blocks", nargs="*", help=f"blocks to run (default: all of {', '.join(BLOCKS)})")
-    parser.add_argument("--packets", type=integer(1), default=20000, help="packets per engine (pysim: 1/20)")
+    parser.add_argument("--packets", type=integer(1), default=100000, help="packets per engine (pysim: 1/20)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated engines to run (default: all of {','.join(ENGINES)})")
     parser.add_argument("--readme", action="store_true", help="regenerate the README's bench table from the results")
@@ -351,6 +352,7 @@ def main(argv=None):
     else:
         names = [name for name in args.blocks or BLOCKS if variant(name)]
         runner.verilator_env()
+        os.environ["INNET_MAKE"] = "OPT_FAST=-Os"    # the cocotb engines' C++ as the harness's (tests: -O0)
         progress = Progress(len(names) * len(engines))
         rows = []
         for name in names:                    # the CSV is rewritten after each block: a long run keeps its rows
