@@ -17,7 +17,7 @@ or emit is ``invalid``. The others run the block's testbench (``testbenches/test
 its proofs (``formal/test_<block>.py``), each stopping at the first failure; a mutant is killed by
 simulation, by formal, or survives. The report (terminal and ``build/mutants/<block>.csv``) gives
 the kill rates and every survivor with its line, to be killed by a new test or property or argued
-equivalent.
+equivalent in ``tools/equivalent_mutants.toml`` (the rates count the other mutants).
 """
 import ast
 import csv
@@ -27,12 +27,15 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 
 from registry import ROOT, block
 from tools.cli import Parser, integer, run
 
 OUT = ROOT / "build" / "mutants"
+#: The surviving mutants argued equivalent, per block: ``[[<block>]]`` tables of before, after, why.
+EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 #: Directories and files the copy needs to build and test a block.
 COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
         "pyproject.toml")
@@ -218,18 +221,34 @@ def main(argv=None):
     report(b.name, path, rows, formal)
 
 
+def equivalent(name):
+    """{(line before, line after): why} of the mutants of block ``name`` argued equivalent (no input
+    tells them from the design) in ``EQUIVALENT``."""
+    table = tomllib.loads(EQUIVALENT.read_text()).get(name, {}) if EQUIVALENT.exists() else {}
+    return {(e["before"], e["after"]): e["why"] for e in table}
+
+
 def report(name, path, rows, formal):
-    """Kill rates and survivors on the terminal and in ``build/mutants/<block>.csv``."""
+    """Kill rates over the non-equivalent mutants, and the survivors, on the terminal and in
+    ``build/mutants/<block>.csv``."""
+    argued = equivalent(name)
+    for r in rows:
+        r["equivalent"] = argued.get((r["before"], r["after"]), "")
     out = OUT / f"{name}.csv"
     with open(out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    live = [r for r in rows if r["sim"] != "invalid"]
+    same = [r for r in rows if r["sim"] != "invalid" and r["equivalent"]]
+    for r in same:
+        print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
+              f"{r['equivalent']}")
+    live = [r for r in rows if r["sim"] != "invalid" and not r["equivalent"]]
     killed = lambda key: sum(r[key] in ("fail", "timeout") for r in live)      # noqa: E731
     both = sum(r["sim"] in ("fail", "timeout") or r["formal"] in ("fail", "timeout") for r in live)
     rate = lambda k: f"{k}/{len(live)} ({100 * k / len(live):.0f} %)" if live else "-"  # noqa: E731
-    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(live)} invalid; killed by simulation "
+    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(live) - len(same)} invalid, {len(same)} "
+          f"equivalent; of the other {len(live)}, killed by simulation "
           f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal'))}" if formal else "")
           + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
     for r in live:
