@@ -525,14 +525,18 @@ class Side:
 
 def side_table(name, component, params, rng=None):
     """The side memory of a run: ``SIDE`` entries, all zero (outputs always ready) without ``rng``; with
-    it, each output stalls one cycle in four (where the model takes it) and every ``qdepth`` is drawn
-    in [0, 2 * high] per port and cycle (the spill buffer spills, drains and forwards in turn)."""
+    it, each output stalls one cycle in four (where the model takes it) and every port's ``qdepth``
+    walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
+    drains in turn)."""
     inputs, ports = _inputs(component), len(_streams(component)[1])
     high = getattr(params, "high", None) or getattr(getattr(params, "spill", None), "high", 0)
+    walk = {}
 
     def value(field, shape):
         if field == "qdepth" and rng is not None:
-            return [rng.randrange(2 * high + 1) for _ in range(shape.length)]
+            depth = walk.setdefault(field, [rng.randrange(2 * high + 1) for _ in range(shape.length)])
+            depth[:] = [min(2 * high, max(0, q + rng.randrange(-2, 3))) for q in depth]
+            return list(depth)
         return [0] * shape.length if isinstance(shape, data.ArrayLayout) else 0
     stalls = rng is not None and name in STALLS
     return [Side({field: value(field, shape) for field, shape in inputs},
