@@ -57,3 +57,20 @@ def test_sample_killed():
                              "--no-baseline"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr
     assert f"killed by simulation {count}/{count} (100 %)" in result.stdout, result.stdout
+
+
+def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
+    """A survivor argued equivalent in the equivalence file is listed with its reason, not counted."""
+    from tools import mutants
+    argued = tmp_path / "equivalent.toml"
+    argued.write_text('[[demo]]\nbefore = "x = a < b"\nafter = "x = (a <= b)"\nwhy = "a never equals b"\n')
+    monkeypatch.setattr(mutants, "EQUIVALENT", argued)
+    monkeypatch.setattr(mutants, "OUT", ROOT / "build" / "mutants-selftest")
+    (ROOT / "build" / "mutants-selftest").mkdir(parents=True, exist_ok=True)
+    rows = [dict(id=1, operator="cmp", line=3, sim="pass", formal="pass", before="x = a < b", after="x = (a <= b)"),
+            dict(id=2, operator="drop", line=4, sim="fail", formal="pass", before="m.d.sync += y", after="pass")]
+    mutants.report("demo", "hdl/demo.py", rows, True)
+    out = capsys.readouterr().out
+    assert "equivalent #1 cmp hdl/demo.py:3: x = a < b  ->  x = (a <= b): a never equals b" in out, out
+    assert "0 invalid, 1 equivalent; of the other 1, killed by simulation 1/1 (100 %), by formal 0/1 (0 %)" in out, out
+    assert "survivor" not in out, out
