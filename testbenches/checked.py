@@ -428,6 +428,38 @@ def pipeline(component, params, table):
     return run
 
 
+def spillway(component, params, table):
+    """The disaggregated Spillway closed in hardware (``testbenches.spillway_top.SpillwayLoop``): the
+    switch and node models closed through delay lines of the component's latency, as test_spillway's;
+    ``params`` the switch's. The links pause as the side memory says."""
+    from collections import deque
+
+    from models.spill_buffer import SpillSwitchModel
+    from models.spill_node import SpillNodeModel
+    from testbenches.spillway_top import node_params
+    switch, node = SpillSwitchModel(params), SpillNodeModel(node_params(params))
+    shape, latency = _shapes(component)["o"], component.latency
+    down, up, now = deque(), deque(), [0]
+
+    def step(beat, side):
+        cycle, now[0] = now[0], now[0] + 1
+        spill_i = up.popleft()[1] if up and up[0][0] == cycle else None
+        node_i = down.popleft()[1] if down and down[0][0] == cycle else None
+        o_ready, spill_ready, node_ready = (not side.stall[0], not side.inputs["spill_pause"],
+                                            not side.inputs["node_pause"])
+        r = switch.step(beat, side.inputs["qdepth"], o_ready, spill_ready, spill_i)
+        _, node_o = node.step(node_i, node_ready)
+        if r["spill_o"] is not None and spill_ready:
+            down.append((cycle + latency, r["spill_o"]))
+        if node_o is not None and node_ready:
+            up.append((cycle + latency, node_o))
+        if r["o"] is None or not o_ready:
+            return r["i_ready"], []
+        value = _pack(shape, r["o"])
+        return r["i_ready"], [("o", value, _keep_mask(shape, value))]
+    return _cycles(step, lambda: {**switch.counters, **{f"node_{k}": v for k, v in node.counters.items()}}, table)
+
+
 def _in_order(outputs, counters):
     """An order-and-value model as a batch runner: ``outputs(beats) -> {port: expected beats}``."""
     def run(beats, final):
@@ -508,12 +540,12 @@ def usid_forwarder(component, params, table):
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
             "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
             "progress_regfile": progress_regfile, "aggregator": aggregator, "packet_fifo": packet_fifo,
-            "usid_forwarder": usid_forwarder, "pipeline": pipeline}
+            "usid_forwarder": usid_forwarder, "pipeline": pipeline, "spillway": spillway}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
 STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "progress_regfile", "aggregator",
-          "packet_fifo", "usid_forwarder", "ev_expander"}
+          "packet_fifo", "usid_forwarder", "ev_expander", "spillway"}
 
 
 class Side:
@@ -525,9 +557,9 @@ class Side:
 
 def side_table(name, component, params, rng=None):
     """The side memory of a run: ``SIDE`` entries, all zero (outputs always ready) without ``rng``; with
-    it, each output stalls one cycle in four (where the model takes it) and every port's ``qdepth``
+    it, each output stalls one cycle in four (where the model takes it), every port's ``qdepth``
     walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
-    drains in turn)."""
+    drains in turn), and a ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
     inputs, ports = _inputs(component), len(_streams(component)[1])
     high = getattr(params, "high", None) or getattr(getattr(params, "spill", None), "high", 0)
     walk = {}
@@ -537,6 +569,8 @@ def side_table(name, component, params, rng=None):
             depth = walk.setdefault(field, [rng.randrange(2 * high + 1) for _ in range(shape.length)])
             depth[:] = [min(2 * high, max(0, q + rng.randrange(-2, 3))) for q in depth]
             return list(depth)
+        if field.endswith("_pause") and rng is not None:
+            return int(rng.randrange(8) == 0)
         return [0] * shape.length if isinstance(shape, data.ArrayLayout) else 0
     stalls = rng is not None and name in STALLS
     return [Side({field: value(field, shape) for field, shape in inputs},
@@ -585,7 +619,12 @@ def expect(name, component, params, beats):
 
 def checked_of(block, params, depth, exp_depth):
     """The ``Checked`` wrapper of registered ``block`` with ``params`` (a parameters dict, as
-    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords)."""
+    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords); block
+    ``spillway``: the disaggregated Spillway closed in hardware (``SpillwayLoop`` of the keywords
+    ``params``, its ``latency`` among them)."""
+    if block == "spillway":
+        from testbenches.spillway_top import SpillwayLoop
+        return Checked(SpillwayLoop(**params), depth, exp_depth)
     import registry
     b = registry.block(block)
     return Checked(b.build(b.make_params(params)), depth, exp_depth)

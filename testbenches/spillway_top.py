@@ -1,7 +1,7 @@
 """Testbench wrapper (not a registered block): the disaggregated Spillway's switch side and spill node
 side by side, their spill-link ports exposed unconnected so that the cocotb test closes the links
 through Python delay lines (latency changes need no rebuild)."""
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,7 +10,7 @@ from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams
 from hdl.spill_node import COUNTERS as NODE_COUNTERS
 from hdl.spill_node import SpillNode, SpillNodeParams, link_layout
 
-__all__ = ["SpillwayTop", "switch_params", "node_params", "P3"]
+__all__ = ["SpillwayTop", "SpillwayLoop", "switch_params", "node_params", "P3"]
 
 #: The wrapper's parameters in the default suite (``testbenches/test_spillway.py`` config ``p3``); the
 #: Spillway scenario replays one of its points on the same build. ``latency`` is the test's link delay.
@@ -62,6 +62,56 @@ class SpillwayTop(wiring.Component):
             wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(sw, name))
         wiring.connect(m, wiring.flipped(self.node_i), node.i)
         wiring.connect(m, wiring.flipped(self.node_o), node.o)
+        m.d.comb += [sw.qdepth.eq(self.qdepth), self.credits.eq(sw.credits), self.outstanding.eq(sw.outstanding),
+                     self.node_stored.eq(node.stored)]
+        m.d.comb += [getattr(self, name).eq(getattr(sw, name)) for name in CREDIT_COUNTERS]
+        m.d.comb += [getattr(self, f"node_{name}").eq(getattr(node, name)) for name in NODE_COUNTERS]
+        return m
+
+
+class SpillwayLoop(wiring.Component):
+    """The disaggregated Spillway with its links closed in hardware, for the checked engine (no Python
+    per cycle): switch side and spill node, each spill link a delay line of ``latency`` cycles (a frame
+    sent in cycle c arrives in cycle c + latency, as test_spillway's Python lines). Ports: ``i``,
+    ``o``, ``qdepth``, ``spill_pause`` and ``node_pause`` (the switch's and the node's link output held:
+    back-pressure on the links), ``credits``, ``outstanding``, ``node_stored`` and both ends' counters."""
+
+    def __init__(self, latency=1, **values):
+        if not isinstance(latency, int) or isinstance(latency, bool) or latency < 1:
+            raise ValueError(f"SpillwayLoop.latency: an int >= 1, got {latency!r}")
+        self.latency = latency
+        self.switch = SpillBuffer(switch_params(values))
+        self.node = SpillNode(node_params(self.switch.params))
+        p = self.params = self.switch.params
+        self.data_bytes = p.data_bytes
+        signature = {
+            "i": In(packet_signature(p.data_bytes)),
+            "o": Out(packet_signature(p.data_bytes, self.switch.out_meta)),
+            "qdepth": In(data.ArrayLayout(p.depth_bits, p.ports)),
+            "spill_pause": In(1), "node_pause": In(1),
+            "credits": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
+            "outstanding": Out(range(p.ports * p.capacity + 1)),
+            "node_stored": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
+        }
+        signature.update({name: Out(p.counter_bits) for name in CREDIT_COUNTERS})
+        signature.update({f"node_{name}": Out(p.counter_bits) for name in NODE_COUNTERS})
+        super().__init__(signature)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.switch = sw = self.switch
+        m.submodules.node = node = self.node
+        wiring.connect(m, wiring.flipped(self.i), sw.i)
+        wiring.connect(m, wiring.flipped(self.o), sw.o)
+        link = link_layout(self.data_bytes)
+        for name, src, dst, pause in (("down", sw.spill_o, node.i, self.spill_pause),
+                                      ("up", node.o, sw.spill_i, self.node_pause)):
+            valid = [Signal(name=f"{name}_valid_{k}") for k in range(self.latency)]
+            payload = [Signal(link, name=f"{name}_payload_{k}") for k in range(self.latency)]
+            m.d.comb += src.ready.eq(~pause)
+            m.d.sync += [valid[0].eq(src.valid & src.ready), payload[0].eq(src.payload)]
+            m.d.sync += [v.eq(w) for v, w in zip(valid[1:], valid)] + [q.eq(r) for q, r in zip(payload[1:], payload)]
+            m.d.comb += [dst.valid.eq(valid[-1]), dst.payload.eq(payload[-1])]   # the far end always takes it
         m.d.comb += [sw.qdepth.eq(self.qdepth), self.credits.eq(sw.credits), self.outstanding.eq(sw.outstanding),
                      self.node_stored.eq(node.stored)]
         m.d.comb += [getattr(self, name).eq(getattr(sw, name)) for name in CREDIT_COUNTERS]

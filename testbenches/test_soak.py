@@ -16,6 +16,7 @@ import pytest
 
 from registry import variant
 from testbenches import checked, runner, tb
+from testbenches.spillway_top import P3
 from tools.traffic import STIMULI
 
 #: Packets per block in a default run (``INNET_SOAK`` multiplies it).
@@ -26,6 +27,12 @@ POOL = 500
 #: disaggregated switch side's links need a spill node in the loop: test_spillway and test_pipeline).
 BLOCKS = ["spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline[inswitch]",
           "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap", "bounded_loss_tracker"]
+#: The spill buffer's default, disaggregated mode: switch side and spill node with their links closed in
+#: hardware (``SpillwayLoop``: 7-cycle delay lines), test_spillway's ``p3`` with 4 ports (the RoCEv2
+#: traffic's) and 32-bit counters.
+LOOP = {"block": "spillway", "params": dict(P3, ports=4, counter_bits=32), "depth": checked.BATCH,
+        "exp_depth": checked.EXPECTED}
+CONFIGS = {**{name: checked.soak_params(name) for name in BLOCKS}, "spillway": LOOP}
 
 
 def packets():
@@ -40,9 +47,9 @@ def packets():
     return max(1, int(PACKETS * scale))
 
 
-def traffic(name, component, rng):
-    """``generate(count)``: the next ``count`` packets (beat dicts) of the pool, round after round."""
-    pool = STIMULI[variant(name)[0].stimulus](component, POOL, rng)
+def traffic(stimulus, component, rng):
+    """``generate(count)``: the next ``count`` packets (beat dicts) of the ``stimulus`` pool, round after round."""
+    pool = STIMULI[stimulus](component, POOL, rng)
     items, packet = [], []
     for beat in pool:                            # whole packets (a beat without ``last`` is one)
         packet.append(beat)
@@ -64,23 +71,28 @@ def traffic(name, component, rng):
 async def soak(dut):
     """``packets()`` packets of the block's traffic in one checked run (the seed picks the pool)."""
     spec = tb.params()
-    name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
-                and checked.soak_params(n)["params"] == spec["params"])
-    b = variant(name)[0]
-    params = b.make_params(spec["params"])
-    component = checked.checked_of(**spec).block
+    if spec["block"] == "spillway":
+        name = model = "spillway"
+        component = checked.checked_of(**spec).block
+        params, stimulus = component.params, "roce"
+    else:
+        name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
+                    and checked.soak_params(n)["params"] == spec["params"])
+        b = variant(name)[0]
+        model, params, stimulus = b.name, b.make_params(spec["params"]), b.stimulus
+        component = checked.checked_of(**spec).block
     count = packets()
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
-    totals = await checked.soak(dut, b.name, component, params, traffic(name, component, rng), count, checked.BATCH,
-                                checked.EXPECTED, rng=rng, log=cocotb.log.info)
+    totals = await checked.soak(dut, model, component, params, traffic(stimulus, component, rng), count,
+                                checked.BATCH, checked.EXPECTED, rng=rng, log=cocotb.log.info)
     assert totals["packets_in"] == count, totals
     cocotb.log.info("soak %s: %s", name, totals)
     tb.summary(soak=totals)
 
 
 @pytest.mark.soak
-@runner.parametrize(__name__, {name: checked.soak_params(name) for name in BLOCKS})
+@runner.parametrize(__name__, CONFIGS)
 def test_soak(params, testcase, record_property):
     record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
 
