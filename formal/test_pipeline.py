@@ -8,7 +8,10 @@ bookkeeping that joins them:
 - busy entries are exactly the spill buffer's packets: pending in its FIFOs or in its output
   register (``popcount(busy) == pending + o.valid``), and the egress only reads a busy entry;
 - conservation at egress (modulo the counter width): every descriptor that left the spill buffer
-  was sent on ``o`` as a whole packet or dropped as ``oversize``.
+  was sent on ``o`` as a whole packet or dropped as ``oversize``;
+- counters (wrapping, as the conservation above): ``oversize`` increments exactly when a descriptor is
+  taken from the spill buffer while ``o`` shows no beat of it, ``store_stalls`` exactly in a cycle where
+  stage 2 offers a beat that stage 3 is not offered (the store entry is busy).
 
 A bounded check from reset (the stage internals are too wide for an induction without their own
 invariants); covers show a store stall, an oversize drop and a drained packet sent.
@@ -32,6 +35,7 @@ and a reset with it stored, within the bound).
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 
+from formal.props import counters_follow
 from formal.runner import prove
 from hdl.pipeline import Pipeline, PipelineParams
 
@@ -70,6 +74,9 @@ class Spec(Elaboratable):
             Cover(dut.oversize != 0),
             Cover(dut.o.valid & dut.o.payload.meta.spilled),
         ]
+        counters_follow(m, {"oversize": dut.oversize, "store_stalls": dut.store_stalls},
+                        {"oversize": spill.o.valid & spill.o.ready & ~dut.o.valid,
+                         "store_stalls": dut.sym.o.valid & ~spill.i.valid}, saturating=False, block="pipeline ")
         return m
 
 
