@@ -16,6 +16,15 @@ indices, built from the ``fwd`` events alone. Properties:
 - conservation every cycle: the per-reason packet counters sum to the last beats accepted, and
   ``forwarded``, ``full + bounded + abort`` and ``nacks`` equal the events loaded on their outputs
   (while no counter can have saturated);
+- counters: ``forwarded``, ``full``, ``bounded``, ``abort`` and ``nacks`` increment (saturating)
+  exactly on a new event of their kind on the outputs, ``loss_accepted`` / ``loss_aborted`` by
+  ``cnt - count`` of a new BOUNDED / ABORT close, ``cfg_writes`` / ``cfg_rejected`` on a table write
+  the spec judges valid / invalid (SPEC: phase < phases, tau <= 255, 1 <= deadline < 2**deadline_bits);
+- reset explored: ``rst`` is free at every cycle in every run (no assumption keeps it low; the spec's
+  registers reset with the design): the shadow of slot ``s`` restarts empty, so a round state kept
+  over a reset shows as a close or NACK the shadow never saw forwarded; the cycle after a reset the
+  three outputs are empty, and the phase table (the spec's own, from the valid writes) is reset to
+  ``(tau 0, deadline)``;
 - liveness (bounded check, with the close/NACK outputs always ready and no table writes): an open
   round of slot ``s`` closes within (``retry_max`` + 1) x (D + rounds x (words + 2)) cycles; checked
   alone (the safety properties are the safety run's) at ``LIVE`` parameters in the default suite.
@@ -30,8 +39,9 @@ along the way.
 import sys
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+from formal.props import after_reset, counters_follow
 from formal.runner import FormalFailure, prove
 from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLossTracker, BoundedLossTrackerParams
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
@@ -191,6 +201,29 @@ class TrackerSpec(Elaboratable):
             ]
         assert set(PACKET_COUNTERS) <= set(COUNTERS)
 
+        # --- counter increments and reset ---
+        if not self.liveness:
+            lost = Signal.like(c.cnt)
+            m.d.comb += lost.eq(c.cnt - c.count)
+            q = dut.cfg.payload
+            cfg_ok = (q.phase < p.phases) & (q.tau <= 255) & (q.deadline >= 1) & (q.deadline < (1 << p.deadline_bits))
+            counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                            {"forwarded": new_fwd, "full": new_close & (c.kind == FULL),
+                             "bounded": new_close & (c.kind == BOUNDED), "abort": new_close & (c.kind == ABORT),
+                             "nacks": new_nack, "loss_accepted": Mux(new_close & (c.kind == BOUNDED), lost, 0),
+                             "loss_aborted": Mux(new_close & (c.kind == ABORT), lost, 0)}, delayed=True)
+            counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                            {"cfg_writes": dut.cfg.valid & cfg_ok, "cfg_rejected": dut.cfg.valid & ~cfg_ok})
+            m.d.comb += Assert(~after_reset(m) | ~(dut.fwd.valid | dut.close.valid | dut.nack.valid),
+                               "a reset empties the three output registers")
+            # the phase table from the writes the spec judges valid (reset: tau 0, the deadline parameter)
+            for ph in range(p.phases):
+                tau, dl = Signal(8, name=f"shadow_tau{ph}"), Signal(p.deadline_bits, name=f"shadow_dl{ph}", init=p.deadline)
+                with m.If(dut.cfg.valid & cfg_ok & (q.phase == ph)):
+                    m.d.sync += [tau.eq(q.tau), dl.eq(q.deadline)]
+                m.d.comb += Assert((dut.tau[ph] == tau) & (dut.dl[ph] == dl),
+                                   f"phase {ph}: (tau, deadline) follow the valid writes (reset: 0, deadline)")
+
         # --- liveness (bounded): an open round of slot s closes in time ---
         if self.liveness:
             bound = live_bound(p)
@@ -205,6 +238,7 @@ class TrackerSpec(Elaboratable):
                 Cover(close_s & (c.kind == FULL) & (c.cnt == E), "slot s closes FULL with E = e_max"),
                 Cover(dut.dup != 0, "a duplicate is dropped"),
                 Cover(dut.late != 0, "a late packet is dropped"),
+                Cover(ResetSignal() & sh_live, "a reset while slot s has a live round"),
             ]
         return m
 
