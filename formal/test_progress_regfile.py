@@ -4,6 +4,9 @@ Packets, config commands and ``o.ready`` are free (streams obey their rules). Pr
 k-induction:
 
 - a flow at its job's minimum step is never marked (and the minimum never exceeds its step);
+- shadow runs: the counters `tracked`, `unknown`, `marked`, `not_ect` increment (saturating) exactly on
+  the spec's judgement of each packet taken (its length, its shadow table hit, its expected mark),
+  ``malformed`` on a template packet cut inside its UDP header or BTH;
 - counters never wrap silently: each one only grows, and an event lost at saturation has set
   the sticky ``saturated`` flag;
 - one register access per array per packet: the flow table is read, the job row read and written
@@ -38,10 +41,11 @@ reset (5.7 s -> 8 s).
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+from formal.props import counters_follow
 from formal.runner import any_streams, prove
 from hdl.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models.headers import roce_packet
-from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT
+from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT, ROCE_HEADER_BYTES
 
 PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3, epoch_bits=0, age_bits=2)
 #: A ring of 3 (one job): two positions can turn stale on one packet, so ``aged`` must add the count.
@@ -263,6 +267,19 @@ class ShadowSpec(Elaboratable):
                 Assert(dut.mark == expect_mark, "shadow: marked exactly when ECT and more than delta ahead"),
             ]
         m.d.comb += Assert(~dut.mark | dut.decide, "shadow: only a tracked packet is marked")
+        # Counters on the spec's own judgement of each (single-beat, well-formed) packet taken.
+        # Of the template's bytes the packet keeps n (SPEC: shorter than IPv4 + 10 bytes: not IPv4/UDP,
+        # unknown; IPv4/UDP, RoCEv2 port, shorter than the BTH: malformed).
+        taken = dut.i.valid & dut.i.ready
+        n = Signal(range(PARAMS.data_bytes + 1))
+        m.d.comb += n.eq(sum(dut.i.payload.keep[k] for k in range(PARAMS.data_bytes)))
+        bad = (n >= IP_OFFSET + 10) & (n < ROCE_HEADER_BYTES)
+        tracked = taken & (n >= ROCE_HEADER_BYTES) & hit
+        ahead_by = (new_step - true_min > ahead)
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"tracked": tracked, "unknown": taken & ~bad & ~tracked, "malformed": taken & bad,
+                         "marked": tracked & expect_mark, "not_ect": tracked & ahead_by & (ecn == 0)},
+                        block="shadow: ")
         m.d.comb += Cover(dut.decide & (new_step == true_min) & (step != new_step) & (new[0] != new[R - 1]))
         m.d.comb += Cover(ResetSignal() & dut.decide & hit)
         m.d.comb += Cover(dut.decide & Cat(*(dead[p] & (new[p] < true_min) for p in range(R))).any())
