@@ -106,8 +106,8 @@ class SelectorSpec(Elaboratable):
         taken = Signal()
         m.d.sync += taken.eq(go & req.event.valid)
         with m.If(room):
-            m.d.comb += Assert(sum((getattr(dut, name) - b)[:p.counter_bits] for name, b in zip(EVENT_COUNTERS, ev_before))
-                               == taken, "every event taken increments exactly one event counter")
+            grown = sum((getattr(dut, name) - b)[:p.counter_bits] for name, b in zip(EVENT_COUNTERS, ev_before))
+            m.d.comb += Assert(grown == taken, "every event taken increments exactly one event counter")
         m.d.comb += [Cover(started & went & wanted & ev_valid & (ev_kind == KIND["loss"])
                            & (usable(state) == p.min_active)),
                      Cover(dut.o.valid & out.selected & (fill[0] != 0)),

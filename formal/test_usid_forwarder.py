@@ -103,7 +103,7 @@ class ForwarderSpec(Elaboratable):
         with m.If(dut.i.valid & dut.i.ready):
             m.d.sync += lfsr.eq((lfsr >> 1) ^ Mux(lfsr[0], LFSR_TAPS, 0))
         m.d.comb += Assert(dut.lfsr == lfsr, "the LFSR is the seed after reset and steps once per descriptor")
-        m.d.comb += [Assert(dut.o.valid == fresh, "a result exactly the cycle after each descriptor (none after reset)"),
+        m.d.comb += [Assert(dut.o.valid == fresh, "one result the cycle after each descriptor (none after reset)"),
                      Assert(~after_reset(m) | ~dut.o.valid, "a reset empties the output register")]
         # the route of the descriptor taken (the spec's key, its table's lowest matching entry)
         in_hdr = dut.i.payload.hdr
