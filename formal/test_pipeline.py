@@ -22,18 +22,18 @@ rewrites) for that handle. The spec numbers the packets entering stage 3 itself 
 reset: its own arrival count) and tracks one of them, number ``pick`` (an ``AnyConst``), keeping a
 shadow copy of its beats (byte ``lane`` if kept, ``keep``, ``last``, ``meta.port``; ``lane`` is an
 ``AnyConst`` too, so every byte lane is checked: one lane instead of all 64 halves the solver's time).
-The SPEC's handle of that
+Every packet's descriptor carries the SPEC's handle (that number modulo ``2**handle_bits``). The SPEC's handle of that
 packet is ``pick mod 2**handle_bits``; while the packet is stored (until it left, or the next
 packet with the same handle entered) the descriptor of that handle on the spill buffer's output is
 the tracked packet: each beat ``o`` sends for it equals the shadow's beat of the spec's own beat
 index (kept byte, keep, last, port), and a packet longer than ``beats`` beats is never sent.
-Bounded (bmc, ``INTEGRITY_DEPTH`` = 8 cycles from the initial state): no k-induction, for the reason
+Bounded (bmc, ``INTEGRITY_DEPTH`` = 7 cycles from the initial state): no k-induction, for the reason
 above (the spill core, the store's busy map and the two register stages would all need invariants
 of their own before the step goes through). The bound: a one-beat packet entering ``i`` at step 0 is
-in stage 3 at step 2; the covers reach, within 8 steps, the tracked packet leaving forwarded, leaving
-after a spill and a drain, and a reset while it is stored; up to 6 packets enter stage 3 in the bound,
-so a handle (2 bits) is reused. Each further step costs about twice the previous (depth 10: ~3 min);
-``INNET_PIPELINE_DEPTH=n`` checks deeper.
+in stage 3 at step 2; the covers reach, within 7 steps, the tracked packet leaving forwarded, leaving
+after a spill and a drain, and a reset while it is stored; up to 5 packets enter stage 3 in the bound,
+so a handle (2 bits) is reused. Each further step costs 2-4x the previous (depth 8: ~45 s, depth 10:
+~3 min on a loaded machine); ``INNET_PIPELINE_DEPTH=n`` checks deeper.
 """
 import os
 
@@ -128,6 +128,10 @@ class IntegritySpec(Elaboratable):
                              Array(last)[n_in].eq(beat.last)]
             m.d.sync += [n_in.eq(Mux(n_in == B + 1, n_in, n_in + 1)), port.eq(beat.meta.port),
                          state.eq(Mux(beat.last, 2, 1))]
+        # every packet's descriptor (the spill core's arrival, on its last beat) has the SPEC's handle
+        with m.If(enter & beat.last):
+            m.d.comb += Assert(spill.core.d.payload.handle == arrivals[:hb],
+                               "a packet's handle is its arrival number modulo 2**handle_bits (from 0 after reset)")
         # the next packet of the same handle entered: tracking ends (the stored packet must have left)
         with m.If(enter & beat.last & (state == 2) & (arrivals == pick + (1 << hb))):
             m.d.sync += state.eq(3)
@@ -158,7 +162,7 @@ class IntegritySpec(Elaboratable):
 
 
 #: The data-integrity bound (see the module docstring and PROGRESS.md for its cost per step).
-INTEGRITY_DEPTH = int(os.environ.get("INNET_PIPELINE_DEPTH", "8"))
+INTEGRITY_DEPTH = int(os.environ.get("INNET_PIPELINE_DEPTH", "7"))
 
 
 def test_pipeline_integrity_bmc():
