@@ -14,7 +14,10 @@ own scan, counts or floor logic. For every transfer:
   is DENIED with EV 0, the backup FIFOs, the probe pool and the cursor are empty/zero (the model's
   ``reset()``, the SPEC's), and every counter is zero;
 - counters: ``selected`` / ``no_ev`` increment exactly on a transfer that wants an EV with / without
-  a GOOD slot (the spec's count of GOOD slots), ``backup`` on every backup event taken; every other
+  a GOOD slot (the spec's count of GOOD slots), ``backup`` on every backup event taken, ``denied`` on
+  a deny of a live slot (its EV, GOOD or SKIP), ``demoted`` / ``demote_suppressed`` on a loss of a
+  live slot above / at the floor (no backup in its plane and at most ``min_active`` usable slots);
+  ``ecn_skip + ecn_held`` on an ECN event of a live slot, ``trim_skip + trim_kept`` on a trim; every other
   event taken (valid) increments exactly one of ``EVENT_COUNTERS`` and no event none of them
   (checked while no event counter is at its top).
 """
@@ -95,9 +98,27 @@ class SelectorSpec(Elaboratable):
         m.d.comb += Assert(~after_reset(m) | (sum(cleared) == len(cleared)),
                            "a reset leaves every slot DENIED with EV 0, no backups, no probes, the cursor at 0")
         # counters
+        e = req.event
+        t_live = Signal()                 # the event's slot holds its EV, GOOD or SKIP (a selection's clear
+        for k in range(n):                # of a SKIP keeps it usable)
+            with m.If(e.slot == k):
+                m.d.comb += t_live.eq((ev[k] == e.ev) & ((state[k] == GOOD) | (state[k] == SKIP)))
+        t_fill = Signal(range(p.backup_depth + 1))
+        for q in range(planes):
+            with m.If(e.slot % planes == q):
+                m.d.comb += t_fill.eq(fill[q])
+        is_kind = {name: go & e.valid & (e.kind == KIND[name]) for name in KIND}
+        floor = (t_fill == 0) & (usable(state) <= p.min_active)
         counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
                         {"selected": go & req.want & any_good, "no_ev": go & req.want & ~any_good,
-                         "backup": go & req.event.valid & (req.event.kind == KIND["backup"])})
+                         "backup": is_kind["backup"], "denied": is_kind["deny"] & t_live,
+                         "demoted": is_kind["loss"] & t_live & ~floor,
+                         "demote_suppressed": is_kind["loss"] & t_live & floor})
+        for pair, kind_name in ((("ecn_skip", "ecn_held"), "ecn"), (("trim_skip", "trim_kept"), "trim")):
+            both = Signal(p.counter_bits + 1, name=f"{kind_name}_pair")
+            m.d.comb += both.eq(getattr(dut, pair[0]) + getattr(dut, pair[1]))
+            counters_follow(m, {f"{pair[0]}+{pair[1]}": both}, {f"{pair[0]}+{pair[1]}": is_kind[kind_name] & t_live},
+                            saturating=False, when=(both < (1 << p.counter_bits) - 1))
         top = (1 << p.counter_bits) - 1
         ev_before = [Signal(p.counter_bits, name=f"{name}_was") for name in EVENT_COUNTERS]
         m.d.sync += [b.eq(getattr(dut, name)) for b, name in zip(ev_before, EVENT_COUNTERS)]
