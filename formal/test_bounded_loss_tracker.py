@@ -11,11 +11,24 @@ indices, built from the ``fwd`` events alone. Properties:
   retries = ``retry_max`` and count < need; every NACK has count < need and 1 <= retries <= max;
 - count equals the popcount of the round's bitmap: a close or NACK of slot ``s`` carries the number
   of distinct indices the shadow saw forwarded, and a NACK names the shadow's first missing index;
+- every forward carries the header fields (job, round, idx, phase) of its packet's first beat and
+  its handle (the packets' number from 0 after reset, modulo 2**handle_bits), all from the spec's
+  own framing of the beats taken (which a reset restarts); the length (its packet's bytes after the
+  shim) is left to simulation: comparing it tripled the run (19 -> 58 s);
 - each (round, idx) is forwarded at most once per round; nothing is forwarded for a round of slot
   ``s`` after its close (until another round reopened the slot);
 - conservation every cycle: the per-reason packet counters sum to the last beats accepted, and
   ``forwarded``, ``full + bounded + abort`` and ``nacks`` equal the events loaded on their outputs
   (while no counter can have saturated);
+- counters: ``forwarded``, ``full``, ``bounded``, ``abort`` and ``nacks`` increment (saturating)
+  exactly on a new event of their kind on the outputs, ``loss_accepted`` / ``loss_aborted`` by
+  ``cnt - count`` of a new BOUNDED / ABORT close, ``cfg_writes`` / ``cfg_rejected`` on a table write
+  the spec judges valid / invalid (SPEC: phase < phases, tau <= 255, 1 <= deadline < 2**deadline_bits);
+- reset explored: ``rst`` is free at every cycle in every run (no assumption keeps it low; the spec's
+  registers reset with the design): the shadow of slot ``s`` restarts empty, so a round state kept
+  over a reset shows as a close or NACK the shadow never saw forwarded; the cycle after a reset the
+  three outputs are empty, and the phase table (the spec's own, from the valid writes) is reset to
+  ``(tau 0, deadline)``;
 - liveness (bounded check, with the close/NACK outputs always ready and no table writes): an open
   round of slot ``s`` closes within (``retry_max`` + 1) x (D + rounds x (words + 2)) cycles; checked
   alone (the safety properties are the safety run's) at ``LIVE`` parameters in the default suite.
@@ -30,8 +43,9 @@ along the way.
 import sys
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+from formal.props import after_reset, counters_follow
 from formal.runner import FormalFailure, prove
 from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLossTracker, BoundedLossTrackerParams
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
@@ -106,6 +120,29 @@ class TrackerSpec(Elaboratable):
 
         # the safety properties (the liveness run checks only its own: they are proved by the safety run)
         safety = _Discard() if self.liveness else m.d.comb
+
+        # --- the spec's own framing: every forward carries its packet's header fields and handle ---
+        taken = dut.i.valid & dut.i.ready
+        sp_inside = Signal()                          # a beat of the current packet was taken (resets)
+        sp_job, sp_round, sp_idx, sp_phase = Signal(8), Signal(16), Signal(16), Signal(4)
+        first = ~sp_inside
+        cur = [Mux(first, shim.job, sp_job), Mux(first, shim.round, sp_round), Mux(first, shim.idx, sp_idx),
+               Mux(first, shim.phase, sp_phase)]
+        with m.If(taken):
+            m.d.sync += sp_inside.eq(~last)
+            m.d.sync += [r.eq(v) for r, v in zip((sp_job, sp_round, sp_idx, sp_phase), cur)]
+        decided, d_job, d_round, d_idx, d_phase = Signal(), Signal(8), Signal(16), Signal(16), Signal(4)
+        d_handle, handles = Signal(p.handle_bits), Signal(p.handle_bits)
+        m.d.sync += decided.eq(taken & last)
+        with m.If(taken & last):
+            m.d.sync += [d_job.eq(cur[0]), d_round.eq(cur[1]), d_idx.eq(cur[2]), d_phase.eq(cur[3]),
+                         d_handle.eq(handles), handles.eq(handles + 1)]
+
+        with m.If(new_fwd):
+            safety += [Assert(decided, "a forward follows the last beat of its packet"),
+                       Assert((f.job == d_job) & (f.round == d_round) & (f.idx == d_idx) & (f.phase == d_phase),
+                              "a forward carries the header fields of its packet's first beat (the spec's framing)"),
+                       Assert(f.handle == d_handle, "a forward's handle is its packet's number (from 0 after reset)")]
 
         # --- kinds of every close and NACK ---
         with m.If(dut.close.valid):
@@ -191,6 +228,30 @@ class TrackerSpec(Elaboratable):
             ]
         assert set(PACKET_COUNTERS) <= set(COUNTERS)
 
+        # --- counter increments and reset ---
+        if not self.liveness:
+            lost = Signal.like(c.cnt)
+            m.d.comb += lost.eq(c.cnt - c.count)
+            q = dut.cfg.payload
+            cfg_ok = (q.phase < p.phases) & (q.tau <= 255) & (q.deadline >= 1) & (q.deadline < (1 << p.deadline_bits))
+            counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                            {"forwarded": new_fwd, "full": new_close & (c.kind == FULL),
+                             "bounded": new_close & (c.kind == BOUNDED), "abort": new_close & (c.kind == ABORT),
+                             "nacks": new_nack, "loss_accepted": Mux(new_close & (c.kind == BOUNDED), lost, 0),
+                             "loss_aborted": Mux(new_close & (c.kind == ABORT), lost, 0)}, delayed=True)
+            counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                            {"cfg_writes": dut.cfg.valid & cfg_ok, "cfg_rejected": dut.cfg.valid & ~cfg_ok})
+            m.d.comb += Assert(~after_reset(m) | ~(dut.fwd.valid | dut.close.valid | dut.nack.valid),
+                               "a reset empties the three output registers")
+            # the phase table from the writes the spec judges valid (reset: tau 0, the deadline parameter)
+            for ph in range(p.phases):
+                tau = Signal(8, name=f"shadow_tau{ph}")
+                dl = Signal(p.deadline_bits, name=f"shadow_dl{ph}", init=p.deadline)
+                with m.If(dut.cfg.valid & cfg_ok & (q.phase == ph)):
+                    m.d.sync += [tau.eq(q.tau), dl.eq(q.deadline)]
+                m.d.comb += Assert((dut.tau[ph] == tau) & (dut.dl[ph] == dl),
+                                   f"phase {ph}: (tau, deadline) follow the valid writes (reset: 0, deadline)")
+
         # --- liveness (bounded): an open round of slot s closes in time ---
         if self.liveness:
             bound = live_bound(p)
@@ -205,6 +266,7 @@ class TrackerSpec(Elaboratable):
                 Cover(close_s & (c.kind == FULL) & (c.cnt == E), "slot s closes FULL with E = e_max"),
                 Cover(dut.dup != 0, "a duplicate is dropped"),
                 Cover(dut.late != 0, "a late packet is dropped"),
+                Cover(ResetSignal() & sh_live, "a reset while slot s has a live round"),
             ]
         return m
 

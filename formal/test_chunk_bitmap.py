@@ -17,7 +17,14 @@ predicts every result and compares, bounded from reset (bmc):
   shadow's: packet bits = offsets received, chunk bit c set iff all of chunk c's packet bits are
   (so: chunk bit iff all its packet bits; all zero after a post's clear; no state change on
   ``no_slot``/``gen_mismatch``, which never reach the shadow); the slot table equals the shadow's;
-- conservation: the outcome counters plus the packet in the pipeline equal the packets accepted.
+- conservation: the outcome counters plus the packet in the pipeline equal the packets accepted;
+- every counter increments (saturating) exactly on its event: an outcome / ``chunk_done`` /
+  ``msg_done`` on a result loaded on ``o`` (whose fields the properties above pin to the shadow's),
+  ``posts``, ``completes`` and ``cmd_rejected`` on a command taken as the spec judges it;
+- reset explored: ``rst`` is free at every cycle (no assumption); the spec's registers reset with the
+  design (slot table empty, no clear running, no result in flight, counters zero as the SPEC says), so
+  every comparison above also checks the state after any reset (the memories keep their contents: a
+  slot is read only after a post, whose clear the spec waits for).
 
 Bounded, not unbounded: ``prove`` (k-induction, tried at depth 4) fails in the induction step on
 "outcome as the shadow's" from an unreachable state (``ts`` valid but not ``posted``, a stale bit in a
@@ -38,8 +45,9 @@ import os
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+from formal.props import counters_follow
 from formal.runner import prove
-from hdl.chunk_bitmap import LATENCY, OP_COMPLETE, OP_POST, OUTCOMES, ChunkBitmap, ChunkBitmapParams
+from hdl.chunk_bitmap import COUNTERS, LATENCY, OP_COMPLETE, OP_POST, OUTCOMES, ChunkBitmap, ChunkBitmapParams
 from hdl.headers import wire_bytes
 from models import wire
 from models.headers import sdr_packet
@@ -68,7 +76,7 @@ class ChunkBitmapSpec(Elaboratable):
         N, NMAX, W, SW, S, G, MC = p.offset_bits, 1 << p.offset_bits, p.word_bits, p.slot_words, p.msg_slots, \
             p.generations, p.max_chunk
         m.submodules.dut = dut = ChunkBitmap(p)
-        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
+        m.d.comb += dut.o.ready.eq(1)            # rst stays free: a reset may come at any cycle
 
         # --- free packets (one beat each unless `last` is low), held while not taken ---
         dqpn, imm, opcode = Signal(24), Signal(32), Signal(8)
@@ -262,6 +270,15 @@ class ChunkBitmapSpec(Elaboratable):
         m.d.comb += Assert(sum(getattr(dut, name) for name in OUTCOMES) + line[0][0] == accepted,
                            "conservation: outcome counters + the packet in flight = packets accepted")
 
+        # --- counters: each on its event (results from o, whose fields the shadow pins; commands as judged) ---
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {**{name: dut.o.valid & (o.outcome == CODE[name]) for name in OUTCOMES},
+                         "chunk_done": dut.o.valid & o.chunk_done, "msg_done": dut.o.valid & o.msg_done},
+                        delayed=True)
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"posts": take_cmd & post_ok, "completes": take_cmd & complete_ok,
+                         "cmd_rejected": take_cmd & ~post_ok & ~complete_ok})
+
         if self.cover:
             o_ts = dut.o.valid & (o.msg[0] == ts) & (o.outcome == CODE["placed"])
             m.d.comb += [
@@ -270,6 +287,7 @@ class ChunkBitmapSpec(Elaboratable):
                 Cover(dut.o.valid & (o.outcome == CODE["gen_mismatch"])),
                 Cover(posted & (since >= SW + 2) & in_message & (dut.rd_pkt != 0) & (tw == 1)),
                 Cover(posted & (since >= SW + 2) & in_message & (dut.rd_chunk != 0)),
+                Cover(ResetSignal() & Cat(*sv).any() & (busy != 0)),
             ]
         return m
 

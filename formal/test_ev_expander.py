@@ -11,11 +11,18 @@ compute it the design's way:
 - the first mask bit (the most significant set bit of the first non-zero mask) takes the EV's MSB.
 (The full expansion is checked against the model and the pdep oracle in simulation; a popcount
 property over the 128 masked bits was too slow for the solver.)
-"""
-from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+Reset is explored: ``rst`` is free at every cycle (no assumption); the spec's registers reset with
+the design, its register copy to ``(0, 0)`` as the SPEC says, so "registers follow the writes" checks
+every register after any reset; the cycle after a reset ``o`` is empty. Counters: ``expanded`` and
+``bad_ev`` increment (saturating) exactly when an answer with ``ok`` high / low (the spec's own
+``ok``) is loaded.
+"""
+from amaranth.hdl import Assert, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+
+from formal.props import after_reset, counters_follow
 from formal.runner import any_streams, prove
-from hdl.ev_expander import EvExpander, EvExpanderParams
+from hdl.ev_expander import COUNTERS, EvExpander, EvExpanderParams
 from models.ev_expander import field_widths
 
 PARAMS = EvExpanderParams(usids=2, ev_bits=12, counter_bits=2)
@@ -26,7 +33,7 @@ class ExpanderSpec(Elaboratable):
         m = Module()
         p = PARAMS
         m.submodules.dut = dut = EvExpander(p)
-        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
+        m.d.comb += dut.o.ready.eq(1)            # rst stays free: a reset may come at any cycle
         any_streams(m, dut.i, dut.cfg)
         widths = field_widths(p.usids)
         init = [Signal(w, name=f"shadow_init{f}") for f, w in enumerate(widths)]
@@ -61,9 +68,19 @@ class ExpanderSpec(Elaboratable):
                     Assert((taken == 0) | (out.da.bit_select(first, 1) == ev[-1]),
                            "the first mask bit takes the EV's most significant bit"),
                 ]
-        m.d.comb += Cover(fresh & out.ok & (taken == p.ev_bits) & (Mux(ev == 0, 0, 1) == 1))
+        m.d.comb += Assert(dut.o.valid == fresh, "an answer exactly the cycle after each request (none after a reset)")
+        m.d.comb += Assert(~after_reset(m) | ~dut.o.valid, "a reset empties the output register")
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"expanded": fresh & unused_clear, "bad_ev": fresh & ~unused_clear}, delayed=True)
+        m.d.comb += [Cover(fresh & out.ok & (taken == p.ev_bits) & (Mux(ev == 0, 0, 1) == 1)),
+                     Cover(ResetSignal() & (mask[0] != 0) & (dut.expanded != 0))]
         return m
 
 
 def test_ev_expander_proof():
     prove(ExpanderSpec(), "ev_expander", depth=3, mode="prove")
+
+
+def test_ev_expander_cover():
+    """Not vacuous: a full-width expansion answered; a reset with registers written and counts taken."""
+    prove(ExpanderSpec(), "ev_expander_cover", depth=5, mode="cover")

@@ -9,14 +9,25 @@ own scan, counts or floor logic. For every transfer:
 - a selected slot is GOOD and its EV is the one answered; a stall only when no slot is GOOD;
 - at most one SKIP->GOOD per selection (and none without one), the event's own slot apart (a refill);
 - the active-EV floor holds after any loss event: ``min_active`` usable slots before, as many after;
-- per-plane active count constant while that plane has backups, and such a plane has no vacant slot.
+- per-plane active count constant while that plane has backups, and such a plane has no vacant slot;
+- reset explored: ``rst`` is free at every cycle (no assumption); the cycle after a reset every slot
+  is DENIED with EV 0, the backup FIFOs, the probe pool and the cursor are empty/zero (the model's
+  ``reset()``, the SPEC's), and every counter is zero;
+- counters: ``selected`` / ``no_ev`` increment exactly on a transfer that wants an EV with / without
+  a GOOD slot (the spec's count of GOOD slots), ``backup`` on every backup event taken, ``denied`` on
+  a deny of a live slot (its EV, GOOD or SKIP), ``demoted`` / ``demote_suppressed`` on a loss of a
+  live slot above / at the floor (no backup in its plane and at most ``min_active`` usable slots);
+  ``ecn_skip + ecn_held`` on an ECN event of a live slot, ``trim_skip + trim_kept`` on a trim; every other
+  event taken (valid) increments exactly one of ``EVENT_COUNTERS`` and no event none of them
+  (checked while no event counter is at its top).
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Assert, Cover, Elaboratable, Module, ResetSignal, Signal
 
+from formal.props import after_reset, counters_follow
 from formal.runner import prove
-from hdl.ev_selector import KIND, EvSelector, EvSelectorParams
-from models.ev_selector import ASSUMED_BAD, DENIED, GOOD, SKIP
+from hdl.ev_selector import COUNTERS, KIND, EvSelector, EvSelectorParams
+from models.ev_selector import ASSUMED_BAD, DENIED, EVENT_COUNTERS, GOOD, SKIP
 
 PARAMS = EvSelectorParams(n_ev=4, planes=2, backup_depth=2, probe_slots=2, min_active=2, probe_ok_n=2, ev_bits=3,
                           counter_bits=2)
@@ -33,7 +44,7 @@ class SelectorSpec(Elaboratable):
         n, planes = p.n_ev, p.planes
         m.submodules.dut = dut = EvSelector(p)
         req = dut.i.payload
-        m.d.comb += [Assume(~ResetSignal()), dut.i.valid.eq(AnySeq(1)), dut.o.ready.eq(AnySeq(1)),
+        m.d.comb += [dut.i.valid.eq(AnySeq(1)), dut.o.ready.eq(AnySeq(1)),
                      req.as_value().eq(AnySeq(len(req.as_value())))]
         go = dut.i.valid & dut.o.ready
         state, ev, fill = dut.state, dut.ev, dut.fill
@@ -81,9 +92,47 @@ class SelectorSpec(Elaboratable):
             vacant = count((state[k] == ASSUMED_BAD) | (state[k] == DENIED) for k in range(q, n, planes))
             m.d.comb += [Assert((fill[q] == 0) | (vacant == 0), "a plane with backups has no vacant slot"),
                          Assert(fill[q] <= p.backup_depth, "a backup FIFO holds at most backup_depth EVs")]
+        # reset: the model's reset state
+        cleared = [(state[k] == DENIED) & (ev[k] == 0) for k in range(n)]
+        cleared += [f == 0 for f in fill] + [~v for v in dut.pool_valid] + [dut.cursor == 0]
+        m.d.comb += Assert(~after_reset(m) | (sum(cleared) == len(cleared)),
+                           "a reset leaves every slot DENIED with EV 0, no backups, no probes, the cursor at 0")
+        # counters
+        e = req.event
+        t_live = Signal()                 # the event's slot holds its EV, GOOD or SKIP (a selection's clear
+        for k in range(n):                # of a SKIP keeps it usable)
+            with m.If(e.slot == k):
+                m.d.comb += t_live.eq((ev[k] == e.ev) & ((state[k] == GOOD) | (state[k] == SKIP)))
+        t_fill = Signal(range(p.backup_depth + 1))
+        for q in range(planes):
+            with m.If(e.slot % planes == q):
+                m.d.comb += t_fill.eq(fill[q])
+        is_kind = {name: go & e.valid & (e.kind == KIND[name]) for name in KIND}
+        floor = (t_fill == 0) & (usable(state) <= p.min_active)
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"selected": go & req.want & any_good, "no_ev": go & req.want & ~any_good,
+                         "backup": is_kind["backup"], "denied": is_kind["deny"] & t_live,
+                         "demoted": is_kind["loss"] & t_live & ~floor,
+                         "demote_suppressed": is_kind["loss"] & t_live & floor})
+        for pair, kind_name in ((("ecn_skip", "ecn_held"), "ecn"), (("trim_skip", "trim_kept"), "trim")):
+            both = Signal(p.counter_bits + 1, name=f"{kind_name}_pair")
+            m.d.comb += both.eq(getattr(dut, pair[0]) + getattr(dut, pair[1]))
+            counters_follow(m, {f"{pair[0]}+{pair[1]}": both}, {f"{pair[0]}+{pair[1]}": is_kind[kind_name] & t_live},
+                            saturating=False, when=(both < (1 << p.counter_bits) - 1))
+        top = (1 << p.counter_bits) - 1
+        ev_before = [Signal(p.counter_bits, name=f"{name}_was") for name in EVENT_COUNTERS]
+        m.d.sync += [b.eq(getattr(dut, name)) for b, name in zip(ev_before, EVENT_COUNTERS)]
+        room = Signal()
+        m.d.sync += room.eq(sum(getattr(dut, name) == top for name in EVENT_COUNTERS) == 0)
+        taken = Signal()
+        m.d.sync += taken.eq(go & req.event.valid)
+        with m.If(room):
+            grown = sum((getattr(dut, name) - b)[:p.counter_bits] for name, b in zip(EVENT_COUNTERS, ev_before))
+            m.d.comb += Assert(grown == taken, "every event taken increments exactly one event counter")
         m.d.comb += [Cover(started & went & wanted & ev_valid & (ev_kind == KIND["loss"])
                            & (usable(state) == p.min_active)),
-                     Cover(dut.o.valid & out.selected & (fill[0] != 0))]
+                     Cover(dut.o.valid & out.selected & (fill[0] != 0)),
+                     Cover(ResetSignal() & (fill[0] != 0) & (dut.selected != 0))]
         return m
 
 

@@ -7,14 +7,19 @@ Every input is free (frames on ``i``, ``o.ready``). Properties, k-inductive toge
 - a stored packet is never overwritten: a memory write never lands in a slot that holds a frame
   (slot ``k`` of port ``q`` is live when its distance from the head is below the count);
 - ``i`` is always ready; counters conserve frames modulo their width
-  (``received = returned + stored``).
+  (``received = returned + stored``); ``returned`` increments exactly when a frame's last beat
+  leaves ``o``;
+- reset (``rst`` free at every cycle, as it always was here): the cycle after a reset the FIFOs are
+  empty, no request is pending, nothing is being sent, the pointer is at port 0 and every counter is
+  zero (the SPEC's empty node).
 """
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Array, Assert, Cover, Elaboratable, Module, Mux, Signal
 
+from formal.props import after_reset, counters_follow
 from formal.runner import prove
 from hdl.headers import SPILL, wire_view
-from hdl.spill_node import SpillNode, SpillNodeParams
+from hdl.spill_node import COUNTERS, SpillNode, SpillNodeParams
 from models import wire
 
 PARAMS = SpillNodeParams(ports=2, capacity=2, mtu=42, data_bytes=22, counter_bits=4)
@@ -56,6 +61,12 @@ class Spec(Elaboratable):
             m.d.comb += Assert(Array(node.counts)[shim.port[:1]] < C, "a frame being written has a free slot")
         bits = len(node.received)
         m.d.comb += Assert(node.received == (node.returned + sum(node.counts))[:bits], "received = returned + stored")
+        counters_follow(m, {"returned": node.returned},
+                        {"returned": node.o.valid & node.o.ready & node.o.payload.last}, saturating=False)
+        empty = [c == 0 for c in node.counts] + [r == 0 for r in node.requests] + [~node.busy, node.rr == 0]
+        empty += [getattr(node, name) == 0 for name in COUNTERS]
+        m.d.comb += Assert(~after_reset(m) | (sum(empty) == len(empty)),
+                           "a reset empties the FIFOs and requests, stops sending, clears the pointer and counters")
         m.d.comb += [Cover(node.returned == 2), Cover((node.overflow != 0) & (node.counts[0] == C))]
         return m
 

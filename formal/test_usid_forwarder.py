@@ -10,11 +10,20 @@ which the spec keeps (its own copy, read with its own byte slicing). For every r
   decapsulated one carries its inner ECN (or the outer CE, RFC 6040), and ``marked`` is low;
 - a trimmed packet is exactly ``trim_len`` bytes when it was longer, never longer otherwise, and
   its outer IPv6 payload length says so.
-"""
-from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
+Reset is explored: ``rst`` is free at every cycle. The spec keeps its own route table (from the
+``cfg`` writes, empty after reset as the SPEC says) and its own LFSR (``lfsr_seed`` after reset, one
+Galois step per descriptor taken); the design's table and LFSR equal them on every cycle, so a
+register left out of reset is caught the cycle after a reset; ``o`` is empty after a reset.
+Counters: every verdict counter increments (saturating) exactly when a result with that verdict is
+loaded; ``ce_marked`` on a loaded ``marked``; ``decapsulated`` on a routed verdict whose route (the
+spec's own lowest matching entry of its table, for the key it computes) has ``decap``.
+"""
+from amaranth.hdl import Assert, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+
+from formal.props import after_reset, counters_follow
 from formal.runner import any_streams, prove
-from hdl.usid_forwarder import HDR_BYTES, VERDICTS, UsidForwarder, UsidForwarderParams
+from hdl.usid_forwarder import COUNTERS, HDR_BYTES, LFSR_TAPS, VERDICTS, UsidForwarder, UsidForwarderParams
 from models import wire
 
 PARAMS = UsidForwarderParams(ports=4, table_entries=2, last_hop=0b1000, data_capacity=6, prio_capacity=2,
@@ -31,7 +40,7 @@ class ForwarderSpec(Elaboratable):
         m = Module()
         p = PARAMS
         m.submodules.dut = dut = UsidForwarder(p)
-        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
+        m.d.comb += dut.o.ready.eq(1)            # rst stays free: a reset may come at any cycle
         any_streams(m, dut.i, dut.cfg)
         # the spec's copy of the descriptor the next result answers
         fresh, hdr, length = Signal(), Signal(8 * HDR_BYTES), Signal(16)
@@ -76,7 +85,42 @@ class ForwarderSpec(Elaboratable):
             with m.If(before > p.trim_len):
                 m.d.comb += Assert(field(out.hdr, wire.OUTER_OFFSET + wire.IPV6_PLEN_AT, 2)
                                    == p.trim_len - wire.INNER_OFFSET, "a trimmed packet's payload length")
-        m.d.comb += [Cover(check & out.decap & verdict["trimmed"]), Cover(check & mine & ~out.decap & last)]
+
+        # the spec's route table and LFSR (reset: empty table, the seed), equal to the design's
+        n = p.table_entries
+        t_valid = [Signal(name=f"t_valid{k}") for k in range(n)]
+        t_key = [Signal(48, name=f"t_key{k}") for k in range(n)]
+        t_port = [Signal(8, name=f"t_port{k}") for k in range(n)]
+        t_decap = [Signal(name=f"t_decap{k}") for k in range(n)]
+        c = dut.cfg.payload
+        for k in range(n):
+            with m.If(dut.cfg.valid & (c.index == k)):
+                m.d.sync += [t_valid[k].eq(c.valid), t_key[k].eq(c.key), t_port[k].eq(c.port), t_decap[k].eq(c.decap)]
+            m.d.comb += Assert((dut.route_valid[k] == t_valid[k]) & (dut.route_key[k] == t_key[k])
+                               & (dut.route_port[k] == t_port[k]) & (dut.route_decap[k] == t_decap[k]),
+                               f"route entry {k} follows the writes (empty after reset)")
+        lfsr = Signal(16, init=p.lfsr_seed)
+        with m.If(dut.i.valid & dut.i.ready):
+            m.d.sync += lfsr.eq((lfsr >> 1) ^ Mux(lfsr[0], LFSR_TAPS, 0))
+        m.d.comb += Assert(dut.lfsr == lfsr, "the LFSR is the seed after reset and steps once per descriptor")
+        m.d.comb += [Assert(dut.o.valid == fresh, "one result the cycle after each descriptor (none after reset)"),
+                     Assert(~after_reset(m) | ~dut.o.valid, "a reset empties the output register")]
+        # the route of the descriptor taken (the spec's key, its table's lowest matching entry)
+        in_hdr = dut.i.payload.hdr
+        i_da = field(in_hdr, da_at, 16)
+        i_key = Mux(field(in_hdr, da_at, 6) == (p.locator << 16 | p.my_usid), Cat(i_da[64:80], i_da[96:]), i_da[80:])
+        route_decap, sh_decap = Signal(), Signal()
+        for k in reversed(range(n)):
+            with m.If(t_valid[k] & (t_key[k] == i_key)):
+                m.d.comb += route_decap.eq(t_decap[k])
+        m.d.sync += sh_decap.eq(route_decap)
+        routed = verdict["forwarded"] | verdict["trimmed"] | verdict["trim_forwarded"] | verdict["data_overflow"] \
+            | verdict["trim_overflow"]
+        events = {name: fresh & verdict[name] for name in VERDICTS}
+        events.update(decapsulated=fresh & routed & sh_decap, ce_marked=fresh & out.marked)
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS}, events, delayed=True)
+        m.d.comb += [Cover(check & out.decap & verdict["trimmed"]), Cover(check & mine & ~out.decap & last),
+                     Cover(ResetSignal() & t_valid[0] & (dut.forwarded != 0))]
         return m
 
 

@@ -1,0 +1,47 @@
+"""Property helpers shared by the formal specs: reset explored, counter increments.
+
+Both compare the design's *ports* with what the spec computed itself:
+
+- ``after_reset(m)``: a spec signal, high in the cycle after ``rst`` was high (``rst`` is an input
+  of every proof, free at any cycle unless a spec assumes it low; the spec's own registers are in
+  the design's domain, so they reset with it and the shadow comparisons keep holding after it);
+- ``counters_follow(m, counters, events, ...)``: each counter port equals its value one cycle
+  before plus one exactly when the spec's event for it happened in that cycle (saturating at the
+  counter's top, or wrapping), and is zero the cycle after a reset.
+"""
+from amaranth.hdl import Assert, Mux, ResetSignal, Signal, Value
+
+__all__ = ["after_reset", "counters_follow"]
+
+
+def after_reset(m):
+    """A reset-less spec register: ``rst`` was high in the cycle before."""
+    was_reset = Signal(reset_less=True, name="was_reset")
+    m.d.sync += was_reset.eq(ResetSignal())
+    return was_reset
+
+
+def counters_follow(m, counters, events, *, saturating=True, when=None, delayed=False, block=""):
+    """Assert ``counters[name] == sat(before + event)`` for every ``name`` of ``events``.
+
+    ``counters``: name -> the design's counter port; ``events``: name -> a spec expression, high in
+    the cycle whose clock edge counts the event. ``when`` (optional, a spec expression) limits the
+    check to the cycles after one where it held (e.g. while the spec's shadow is defined).
+    An event may be wider than one bit: the counter then adds its value (e.g. packets lost by a close).
+    ``delayed``: the events are given one cycle late (high in the cycle after the counting edge, as
+    a result register loaded on that edge is)."""
+    for name, event in events.items():
+        counter = counters[name]
+        bits = len(counter)
+        top = (1 << bits) - 1
+        before = Signal(bits, name=f"{name}_before")
+        happened = Signal(len(Value.cast(event)), name=f"{name}_event")
+        ok = Signal(name=f"{name}_checked", init=1)
+        m.d.sync += [before.eq(counter), ok.eq(1 if when is None else when)]
+        m.d.comb += happened.eq(event) if delayed else []
+        if not delayed:
+            m.d.sync += happened.eq(event)
+        total = before + happened
+        expected = Mux(total > top, top, total[:bits]) if saturating else total[:bits]
+        with m.If(ok):
+            m.d.comb += Assert(counter == expected, f"{block}{name} increments exactly when its event happens")
