@@ -58,7 +58,7 @@ LINT_WAIVERS = [f"-Wno-{w}" for w in (
 BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0"]
 #: Make variables of a test build's C++ (``INNET_MAKE`` overrides): -O0 compiles the Verilated design
 #: 3x faster than verilated.mk's -Os, and a test spends its time in Python, not in the design's C++
-#: (the pipeline's testbench: 63 s of CPU against 182 s). ``make bench`` builds with -Os.
+#: (the pipeline's testbench: 63 s of CPU against 182 s). ``make bench`` builds with -O2.
 MAKE = "OPT_FAST=-O0"
 #: Code coverage builds (``INNET_COVERAGE=1``): line and toggle points, written to coverage.dat per test.
 COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]

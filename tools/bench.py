@@ -352,7 +352,7 @@ def main(argv=None):
     else:
         names = [name for name in args.blocks or BLOCKS if variant(name)]
         runner.verilator_env()
-        os.environ["INNET_MAKE"] = "OPT_FAST=-Os"    # the cocotb engines' C++ as the harness's (tests: -O0)
+        os.environ["INNET_MAKE"] = "OPT_FAST=-O2"    # the cocotb engines' C++ as the harness's -CFLAGS -O2 (tests: -O0)
         progress = Progress(len(names) * len(engines))
         rows = []
         for name in names:                    # the CSV is rewritten after each block: a long run keeps its rows
