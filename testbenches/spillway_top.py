@@ -10,7 +10,7 @@ from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams
 from hdl.spill_node import COUNTERS as NODE_COUNTERS
 from hdl.spill_node import SpillNode, SpillNodeParams, link_layout
 
-__all__ = ["SpillwayTop", "SpillwayLoop", "switch_params", "node_params", "P3"]
+__all__ = ["SpillwayTop", "LinkLoop", "SpillwayLoop", "switch_params", "node_params", "P3"]
 
 #: The wrapper's parameters in the default suite (``testbenches/test_spillway.py`` config ``p3``); the
 #: Spillway scenario replays one of its points on the same build. ``latency`` is the test's link delay.
@@ -69,51 +69,62 @@ class SpillwayTop(wiring.Component):
         return m
 
 
-class SpillwayLoop(wiring.Component):
-    """The disaggregated Spillway with its links closed in hardware, for the checked engine (no Python
-    per cycle): switch side and spill node, each spill link a delay line of ``latency`` cycles (a frame
-    sent in cycle c arrives in cycle c + latency, as test_spillway's Python lines). Ports: ``i``,
-    ``o``, ``qdepth``, ``spill_pause`` and ``node_pause`` (the switch's and the node's link output held:
-    back-pressure on the links), ``credits``, ``outstanding``, ``node_stored`` and both ends' counters."""
+class LinkLoop(wiring.Component):
+    """A switch side in disaggregated mode (``inner``: the spill buffer or the pipeline) with a spill
+    node, the two spill links closed in hardware, for the checked engine (no Python per cycle): each
+    link a delay line of ``latency`` cycles (a frame sent in cycle c arrives in cycle c + latency, as
+    test_spillway's Python lines; the far end always takes it). Ports: ``inner``'s but its spill
+    links, ``spill_pause`` and ``node_pause`` (the switch's and the node's link output held:
+    back-pressure on the links), ``node_stored`` and the node's counters as ``node_<name>``."""
 
-    def __init__(self, latency=1, **values):
+    def __init__(self, inner, spill_params, latency):
         if not isinstance(latency, int) or isinstance(latency, bool) or latency < 1:
-            raise ValueError(f"SpillwayLoop.latency: an int >= 1, got {latency!r}")
-        self.latency = latency
-        self.switch = SpillBuffer(switch_params(values))
-        self.node = SpillNode(node_params(self.switch.params))
-        p = self.params = self.switch.params
-        self.data_bytes = p.data_bytes
-        signature = {
-            "i": In(packet_signature(p.data_bytes)),
-            "o": Out(packet_signature(p.data_bytes, self.switch.out_meta)),
-            "qdepth": In(data.ArrayLayout(p.depth_bits, p.ports)),
-            "spill_pause": In(1), "node_pause": In(1),
-            "credits": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
-            "outstanding": Out(range(p.ports * p.capacity + 1)),
-            "node_stored": Out(data.ArrayLayout(range(p.capacity + 1), p.ports)),
-        }
-        signature.update({name: Out(p.counter_bits) for name in CREDIT_COUNTERS})
-        signature.update({f"node_{name}": Out(p.counter_bits) for name in NODE_COUNTERS})
+            raise ValueError(f"{type(self).__name__}.latency: an int >= 1, got {latency!r}")
+        self.inner, self.latency = inner, latency
+        self.node = SpillNode(node_params(spill_params))
+        self.data_bytes = spill_params.data_bytes
+        signature = {name: member for name, member in inner.signature.members.items()
+                     if name not in ("spill_o", "spill_i")}
+        signature.update({"spill_pause": In(1), "node_pause": In(1),
+                          "node_stored": Out(data.ArrayLayout(range(spill_params.capacity + 1), spill_params.ports))})
+        signature.update({f"node_{name}": Out(spill_params.counter_bits) for name in NODE_COUNTERS})
         super().__init__(signature)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.switch = sw = self.switch
+        m.submodules.inner = inner = self.inner
         m.submodules.node = node = self.node
-        wiring.connect(m, wiring.flipped(self.i), sw.i)
-        wiring.connect(m, wiring.flipped(self.o), sw.o)
+        for name, member in inner.signature.members.items():
+            if name in ("spill_o", "spill_i"):
+                continue
+            if member.is_signature:
+                if member.flow == In:
+                    wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(inner, name))
+                else:
+                    wiring.connect(m, getattr(inner, name), wiring.flipped(getattr(self, name)))
+            elif member.flow == In:
+                m.d.comb += getattr(inner, name).eq(getattr(self, name))
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(inner, name))
         link = link_layout(self.data_bytes)
-        for name, src, dst, pause in (("down", sw.spill_o, node.i, self.spill_pause),
-                                      ("up", node.o, sw.spill_i, self.node_pause)):
+        for name, src, dst, pause in (("down", inner.spill_o, node.i, self.spill_pause),
+                                      ("up", node.o, inner.spill_i, self.node_pause)):
             valid = [Signal(name=f"{name}_valid_{k}") for k in range(self.latency)]
             payload = [Signal(link, name=f"{name}_payload_{k}") for k in range(self.latency)]
             m.d.comb += src.ready.eq(~pause)
             m.d.sync += [valid[0].eq(src.valid & src.ready), payload[0].eq(src.payload)]
             m.d.sync += [v.eq(w) for v, w in zip(valid[1:], valid)] + [q.eq(r) for q, r in zip(payload[1:], payload)]
-            m.d.comb += [dst.valid.eq(valid[-1]), dst.payload.eq(payload[-1])]   # the far end always takes it
-        m.d.comb += [sw.qdepth.eq(self.qdepth), self.credits.eq(sw.credits), self.outstanding.eq(sw.outstanding),
-                     self.node_stored.eq(node.stored)]
-        m.d.comb += [getattr(self, name).eq(getattr(sw, name)) for name in CREDIT_COUNTERS]
+            m.d.comb += [dst.valid.eq(valid[-1]), dst.payload.eq(payload[-1])]
+        m.d.comb += self.node_stored.eq(node.stored)
         m.d.comb += [getattr(self, f"node_{name}").eq(getattr(node, name)) for name in NODE_COUNTERS]
         return m
+
+
+class SpillwayLoop(LinkLoop):
+    """The disaggregated Spillway (switch side of the keywords ``values``, and spill node) with its
+    links closed in hardware (``LinkLoop``)."""
+
+    def __init__(self, latency=1, **values):
+        switch = SpillBuffer(switch_params(values))
+        self.params = switch.params
+        super().__init__(switch, switch.params, latency)
