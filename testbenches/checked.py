@@ -302,22 +302,63 @@ def _packet_beats(shape, width, items):
     return out
 
 
-def _inswitch(name, mode):
-    if mode != "inswitch":
-        raise KeyError(f"{name} (disaggregated mode): no checked-engine adapter (its spill/return links need a "
-                       "spill node in the loop)")
+class _Loop:
+    """The spill links of a ``LinkLoop`` in a model: delay lines of the component's latency and the
+    spill node's model, stepped once a cycle as the hardware is (testbenches/spillway_top.py)."""
+
+    def __init__(self, component, spill_params):
+        from collections import deque
+
+        from models.spill_node import SpillNodeModel
+        from testbenches.spillway_top import node_params
+        self.node, self.latency = SpillNodeModel(node_params(spill_params)), component.latency
+        self.down, self.up, self.cycle = deque(), deque(), 0
+
+    def arriving(self):
+        """The frame the return link delivers to the switch this cycle (or None)."""
+        return self.up.popleft()[1] if self.up and self.up[0][0] == self.cycle else None
+
+    def step(self, spill_o, spill_ready, side):
+        """The switch sent ``spill_o`` (or None; taken if ``spill_ready``); the node's cycle; next cycle."""
+        node_i = self.down.popleft()[1] if self.down and self.down[0][0] == self.cycle else None
+        node_ready = not side.inputs["node_pause"]
+        _, node_o = self.node.step(node_i, node_ready)
+        if spill_o is not None and spill_ready:
+            self.down.append((self.cycle + self.latency, spill_o))
+        if node_o is not None and node_ready:
+            self.up.append((self.cycle + self.latency, node_o))
+        self.cycle += 1
+
+    def counters(self):
+        return {f"node_{k}": v for k, v in self.node.counters.items()}
 
 
 def spill_buffer(component, params, table):
-    _inswitch("spill_buffer", params.mode)
-    from models.spill_buffer import SpillBufferModel
-    model, desc = SpillBufferModel(params), component.descriptor
-    full = _full(desc)
+    """In-switch mode: the block alone; disaggregated (the default): ``LinkLoop`` of it and a spill node,
+    the switch and node models closed through the same delay lines (the links pause as the side
+    memory says)."""
+    shape = _shapes(component)["o"]
+    if params.mode == "inswitch":
+        from models.spill_buffer import SpillBufferModel
+        model = SpillBufferModel(params)
+        full = _full(shape)
 
-    def step(beat, side):
-        ready, valid, payload = model.step(beat, side.inputs["qdepth"], not side.stall[0])
-        return ready, [("o", _pack(desc, payload), full)] if valid and not side.stall[0] else []
-    return _cycles(step, lambda: model.counters, table)
+        def step(beat, side):
+            ready, valid, payload = model.step(beat, side.inputs["qdepth"], not side.stall[0])
+            return ready, [("o", _pack(shape, payload), full)] if valid and not side.stall[0] else []
+        return _cycles(step, lambda: model.counters, table)
+    from models.spill_buffer import SpillSwitchModel
+    switch, loop = SpillSwitchModel(params), _Loop(component, params)
+
+    def step_loop(beat, side):
+        o_ready, spill_ready = not side.stall[0], not side.inputs["spill_pause"]
+        r = switch.step(beat, side.inputs["qdepth"], o_ready, spill_ready, loop.arriving())
+        loop.step(r["spill_o"], spill_ready, side)
+        if r["o"] is None or not o_ready:
+            return r["i_ready"], []
+        value = _pack(shape, r["o"])
+        return r["i_ready"], [("o", value, _keep_mask(shape, value))]
+    return _cycles(step_loop, lambda: {**switch.counters, **loop.counters()}, table)
 
 
 def spill_node(component, params, table):
@@ -407,57 +448,33 @@ def bounded_loss_tracker(component, params, table):
 
 
 def pipeline(component, params, table):
-    """In-switch mode (the disaggregated one needs a spill node on its links): every packet of a batch
-    announced to the model first, then one model step per cycle."""
-    _inswitch("pipeline", params.spill.mode)
+    """Every packet of a batch announced to the model first, then one model step per cycle; in
+    disaggregated mode (the default) the ``LinkLoop`` of the pipeline and a spill node, as
+    ``spill_buffer``'s."""
     from models.pipeline import PipelineModel
     model, shape = PipelineModel(params), _shapes(component)["o"]
+    loop = _Loop(component, params.spill) if model.disaggregated else None
 
     def step(beat, side):
-        ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], not side.stall[0])
-        if not valid or side.stall[0]:
+        o_ready = not side.stall[0]
+        if loop is None:
+            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready)
+        else:
+            spill_ready = not side.inputs["spill_pause"]
+            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready, None, spill_ready,
+                                              loop.arriving())
+            loop.step(model.spill_o, spill_ready, side)
+        if not valid or not o_ready:
             return ready, []
         value = _pack(shape, out)
         return ready, [("o", value, _keep_mask(shape, value))]
-    cycles = _cycles(step, model.all_counters, table)
+    cycles = _cycles(step, lambda: {**model.all_counters(), **(loop.counters() if loop else {})}, table)
 
     def run(beats, final):
         for raw, meta in _packets(beats, params.data_bytes):
             model.packet(raw, meta)
         return cycles(beats, final)
     return run
-
-
-def spillway(component, params, table):
-    """The disaggregated Spillway closed in hardware (``testbenches.spillway_top.SpillwayLoop``): the
-    switch and node models closed through delay lines of the component's latency, as test_spillway's;
-    ``params`` the switch's. The links pause as the side memory says."""
-    from collections import deque
-
-    from models.spill_buffer import SpillSwitchModel
-    from models.spill_node import SpillNodeModel
-    from testbenches.spillway_top import node_params
-    switch, node = SpillSwitchModel(params), SpillNodeModel(node_params(params))
-    shape, latency = _shapes(component)["o"], component.latency
-    down, up, now = deque(), deque(), [0]
-
-    def step(beat, side):
-        cycle, now[0] = now[0], now[0] + 1
-        spill_i = up.popleft()[1] if up and up[0][0] == cycle else None
-        node_i = down.popleft()[1] if down and down[0][0] == cycle else None
-        o_ready, spill_ready, node_ready = (not side.stall[0], not side.inputs["spill_pause"],
-                                            not side.inputs["node_pause"])
-        r = switch.step(beat, side.inputs["qdepth"], o_ready, spill_ready, spill_i)
-        _, node_o = node.step(node_i, node_ready)
-        if r["spill_o"] is not None and spill_ready:
-            down.append((cycle + latency, r["spill_o"]))
-        if node_o is not None and node_ready:
-            up.append((cycle + latency, node_o))
-        if r["o"] is None or not o_ready:
-            return r["i_ready"], []
-        value = _pack(shape, r["o"])
-        return r["i_ready"], [("o", value, _keep_mask(shape, value))]
-    return _cycles(step, lambda: {**switch.counters, **{f"node_{k}": v for k, v in node.counters.items()}}, table)
 
 
 def _in_order(outputs, counters):
@@ -540,12 +557,12 @@ def usid_forwarder(component, params, table):
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
             "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
             "progress_regfile": progress_regfile, "aggregator": aggregator, "packet_fifo": packet_fifo,
-            "usid_forwarder": usid_forwarder, "pipeline": pipeline, "spillway": spillway}
+            "usid_forwarder": usid_forwarder, "pipeline": pipeline}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
 STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "progress_regfile", "aggregator",
-          "packet_fifo", "usid_forwarder", "ev_expander", "spillway"}
+          "packet_fifo", "usid_forwarder", "ev_expander"}
 
 
 class Side:
@@ -617,17 +634,22 @@ def expect(name, component, params, beats):
     return session(name, component, params)(beats)
 
 
-def checked_of(block, params, depth, exp_depth):
+def checked_of(block, params, depth, exp_depth, latency=None):
     """The ``Checked`` wrapper of registered ``block`` with ``params`` (a parameters dict, as
-    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords); block
-    ``spillway``: the disaggregated Spillway closed in hardware (``SpillwayLoop`` of the keywords
-    ``params``, its ``latency`` among them)."""
-    if block == "spillway":
-        from testbenches.spillway_top import SpillwayLoop
-        return Checked(SpillwayLoop(**params), depth, exp_depth)
+    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords). A switch
+    side in disaggregated mode (spill links) runs as a ``LinkLoop`` with a spill node, links of
+    ``latency`` cycles."""
     import registry
     b = registry.block(block)
-    return Checked(b.build(b.make_params(params)), depth, exp_depth)
+    component = b.build(b.make_params(params))
+    if "spill_o" in component.signature.members:
+        from testbenches.spillway_top import LinkLoop
+        spill = getattr(component.params, "spill", component.params)
+        component = LinkLoop(component, spill, latency)
+    return Checked(component, depth, exp_depth)
+
+
+checked_of.VERILATOR = Checked.VERILATOR
 
 
 # --- cocotb side ---------------------------------------------------------------------------------
@@ -724,18 +746,25 @@ async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False
     return {"cycles": cycles, "seconds": seconds, "load_seconds": loaded - start,
             "beats_out": sum(len(v) for v in expected.outputs.values()), "packets_out": packets,
             "model_seconds": expected.model_seconds}
-checked_of.VERILATOR = Checked.VERILATOR
+
 
 #: Beats per batch of a soak (the wrapper's stimulus memory) and expected beats per output stream.
 BATCH, EXPECTED = 8192, 16384
 
 
+#: Spill-link latency of a disaggregated switch side's ``LinkLoop`` in a soak, cycles each way.
+LATENCY = 7
+
+
 def soak_params(name):
-    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters."""
+    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters
+    (a disaggregated switch side: links of ``LATENCY`` cycles)."""
     import registry
     b, overrides, _ = registry.variant(name)
-    return {"block": b.name, "params": b.make_params({**b.bench, **overrides}).as_dict(), "depth": BATCH,
-            "exp_depth": EXPECTED}
+    params = b.make_params({**b.bench, **overrides})
+    loop = "spill_o" in b.build(params).signature.members
+    return {"block": b.name, "params": params.as_dict(), "depth": BATCH, "exp_depth": EXPECTED,
+            **({"latency": LATENCY} if loop else {})}
 
 
 def batches(beats, size):

@@ -10,7 +10,7 @@ from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams
 from hdl.spill_node import COUNTERS as NODE_COUNTERS
 from hdl.spill_node import SpillNode, SpillNodeParams, link_layout
 
-__all__ = ["SpillwayTop", "LinkLoop", "SpillwayLoop", "switch_params", "node_params", "P3"]
+__all__ = ["SpillwayTop", "LinkLoop", "switch_params", "node_params", "P3"]
 
 #: The wrapper's parameters in the default suite (``testbenches/test_spillway.py`` config ``p3``); the
 #: Spillway scenario replays one of its points on the same build. ``latency`` is the test's link delay.
@@ -118,13 +118,3 @@ class LinkLoop(wiring.Component):
         m.d.comb += self.node_stored.eq(node.stored)
         m.d.comb += [getattr(self, f"node_{name}").eq(getattr(node, name)) for name in NODE_COUNTERS]
         return m
-
-
-class SpillwayLoop(LinkLoop):
-    """The disaggregated Spillway (switch side of the keywords ``values``, and spill node) with its
-    links closed in hardware (``LinkLoop``)."""
-
-    def __init__(self, latency=1, **values):
-        switch = SpillBuffer(switch_params(values))
-        self.params = switch.params
-        super().__init__(switch, switch.params, latency)

@@ -16,23 +16,17 @@ import pytest
 
 from registry import variant
 from testbenches import checked, runner, tb
-from testbenches.spillway_top import P3
 from tools.traffic import STIMULI
 
 #: Packets per block in a default run (``INNET_SOAK`` multiplies it).
 PACKETS = 100_000
 #: Distinct packets of the traffic.
 POOL = 500
-#: The blocks with a checked-engine adapter (spill buffer and pipeline: their in-switch variants; the
-#: disaggregated switch side's links need a spill node in the loop: test_spillway and test_pipeline).
-BLOCKS = ["spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline[inswitch]",
-          "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap", "bounded_loss_tracker"]
-#: The spill buffer's default, disaggregated mode: switch side and spill node with their links closed in
-#: hardware (``SpillwayLoop``: 7-cycle delay lines), test_spillway's ``p3`` with 4 ports (the RoCEv2
-#: traffic's) and 32-bit counters.
-LOOP = {"block": "spillway", "params": dict(P3, ports=4, counter_bits=32), "depth": checked.BATCH,
-        "exp_depth": checked.EXPECTED}
-CONFIGS = {**{name: checked.soak_params(name) for name in BLOCKS}, "spillway": LOOP}
+#: Every block with a checked-engine adapter; the spill buffer and the pipeline in both modes (the
+#: default, disaggregated one as a ``LinkLoop`` with a spill node and 7-cycle links in hardware).
+BLOCKS = ["spill_buffer", "spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline",
+          "pipeline[inswitch]", "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap",
+          "bounded_loss_tracker"]
 
 
 def packets():
@@ -71,20 +65,16 @@ def traffic(stimulus, component, rng):
 async def soak(dut):
     """``packets()`` packets of the block's traffic in one checked run (the seed picks the pool)."""
     spec = tb.params()
-    if spec["block"] == "spillway":
-        name = model = "spillway"
-        component = checked.checked_of(**spec).block
-        params, stimulus = component.params, "roce"
-    else:
-        name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
-                    and checked.soak_params(n)["params"] == spec["params"])
-        b = variant(name)[0]
-        model, params, stimulus = b.name, b.make_params(spec["params"]), b.stimulus
-        component = checked.checked_of(**spec).block
+    name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
+                and checked.soak_params(n)["params"] == spec["params"])
+    b = variant(name)[0]
+    params = b.make_params(spec["params"])
+    component = checked.checked_of(**spec).block
     count = packets()
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
-    totals = await checked.soak(dut, model, component, params, traffic(stimulus, component, rng), count,
+    traffic_of = getattr(component, "inner", component)        # a LinkLoop's switch side
+    totals = await checked.soak(dut, b.name, component, params, traffic(b.stimulus, traffic_of, rng), count,
                                 checked.BATCH, checked.EXPECTED, rng=rng, log=cocotb.log.info)
     assert totals["packets_in"] == count, totals
     cocotb.log.info("soak %s: %s", name, totals)
@@ -92,7 +82,7 @@ async def soak(dut):
 
 
 @pytest.mark.soak
-@runner.parametrize(__name__, CONFIGS)
+@runner.parametrize(__name__, {name: checked.soak_params(name) for name in BLOCKS})
 def test_soak(params, testcase, record_property):
     record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
 
