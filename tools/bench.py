@@ -273,7 +273,8 @@ def markdown(rows, packets):
     blocks = list(dict.fromkeys(r["block"] for r in rows))
     engines = [e for e in ENGINES if any(r["engine"] == e for r in rows)]
     cell = {(r["block"], r["engine"]): r for r in rows}
-    lines = [f"`make bench` (`python -m tools.bench --packets {packets} --readme`: {packets} beats, 2 cores; "
+    chosen = "" if engines == ENGINES else f" --engines {','.join(engines)}"
+    lines = [f"`make bench` (`python -m tools.bench --packets {packets}{chosen} --readme`: {packets} beats, 2 cores; "
              "cycles/s, and how much slower than the plain C++ harness; *model*: the golden model run ahead "
              "for the checked engine, packets/s):", "",
              "| block | " + " | ".join(TITLES[e] for e in engines) + " | model |",
