@@ -1,14 +1,26 @@
 """Parse front end shared by the blocks: packet framing, byte counts and header views of a beat stream."""
-from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Const, Elaboratable, Module, Mux, Signal
 
 from hdl.headers import BTH, ETHERNET, INA, IPV4, UDP, wire_view
 from models import wire
 
-__all__ = ["Parser", "FRAMINGS"]
+__all__ = ["Parser", "FRAMINGS", "popcount"]
 
 #: ``count``: a packet starts with the beat after a ``last`` beat (``first`` of the beat is
 #: ignored); ``flag``: a packet starts with a beat that has ``first`` set.
 FRAMINGS = ("count", "flag")
+
+
+def popcount(value):
+    """The number of set bits of ``value``, as a balanced adder tree: each level is one bit wider
+    than the one below it, so the sum of 128 bits is 8 bits wide. (``sum()`` of the bits chains 127
+    adders each one bit wider than the last: a 128-bit-wide sum that Verilator evaluates word by word.)"""
+    terms = [value[i] for i in range(len(value))]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
+    return terms[0]
 
 
 class Parser(Elaboratable):
@@ -93,10 +105,10 @@ class Parser(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        beat, data_bytes = self.beat, len(self.beat.keep)
+        beat = self.beat
         m.d.comb += [
             self.first.eq(beat.first if self.framing == "flag" else ~self.inside),
-            self.count.eq(sum(beat.keep[k] for k in range(data_bytes))),
+            self.count.eq(popcount(beat.keep)),
         ]
         done = Signal(16)                       # bytes of the packet before this beat
         m.d.comb += self.length.eq(Mux(self.first, 0, done) + self.count)
