@@ -11,16 +11,36 @@ __all__ = ["Parser", "FRAMINGS", "popcount"]
 FRAMINGS = ("count", "flag")
 
 
-def popcount(value):
-    """The number of set bits of ``value``, as a balanced adder tree: each level is one bit wider
-    than the one below it, so the sum of 128 bits is 8 bits wide. (``sum()`` of the bits chains 127
-    adders each one bit wider than the last: a 128-bit-wide sum that Verilator evaluates word by word.)"""
-    terms = [value[i] for i in range(len(value))]
-    if not terms:
+def popcount(m, value, name="popcount"):
+    """The number of set bits of ``value`` (``range(len(value) + 1)``); helper signals go into
+    ``m``'s comb domain (named ``name``...).
+
+    Each 63-bit chunk is counted bit-parallel (the classic SWAR reduction: 2-, 4-, 8-bit field sums
+    by masks and shifts, then the bytes folded together), and the chunk counts are added. Every step
+    is a 63-bit signal whose sums are 64 bits wide: Verilator evaluates each as a few machine-word
+    operations (a 64-bit chunk's 65-bit sums would be wide arithmetic). (``sum()`` of the
+    bits chains 127 adders each one bit wider than the last: a 129-bit sum added word by word; a tree
+    of bit pairs becomes 64 calls of Verilator's popcount of 2 bits.)"""
+    counts = []
+    for chunk, base in enumerate(range(0, len(value), 63)):
+        width = min(63, len(value) - base)
+        x = value[base:base + width]
+        if width == 1:
+            counts.append(x)
+            continue
+        mask = {pattern: Const(int(pattern * 16, 16) & ((1 << width) - 1), width) for pattern in ("5", "3", "0f")}
+        steps = [lambda x: x - ((x >> 1) & mask["5"]),               # 2-bit fields: 0..2 (never borrows)
+                 lambda x: (x & mask["3"]) + ((x >> 2) & mask["3"]),  # 4-bit fields: 0..4
+                 lambda x: (x + (x >> 4)) & mask["0f"]]              # bytes: 0..8
+        steps += [lambda x, shift=shift: x + (x >> shift) for shift in (8, 16, 32) if shift < width]
+        for k, step in enumerate(steps):                          # the low byte ends as the sum of all bytes
+            signal = Signal(width, name=f"{name}{chunk}_{k}")
+            m.d.comb += signal.eq(step(x))                          # truncated: every field sum fits
+            x = signal
+        counts.append(x[:min(width, 6)])                           # 0..63
+    if not counts:
         return Const(0, 1)
-    while len(terms) > 1:
-        terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
-    return terms[0]
+    return sum(counts[1:], counts[0])[:len(value).bit_length()]
 
 
 class Parser(Elaboratable):
@@ -108,7 +128,7 @@ class Parser(Elaboratable):
         beat = self.beat
         m.d.comb += [
             self.first.eq(beat.first if self.framing == "flag" else ~self.inside),
-            self.count.eq(popcount(beat.keep)),
+            self.count.eq(popcount(m, beat.keep, name="keep_count")),
         ]
         done = Signal(16)                       # bytes of the packet before this beat
         m.d.comb += self.length.eq(Mux(self.first, 0, done) + self.count)
