@@ -1,14 +1,30 @@
 """Parse front end shared by the blocks: packet framing, byte counts and header views of a beat stream."""
-from amaranth.hdl import Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Const, Elaboratable, Module, Mux, Signal
 
 from hdl.headers import BTH, ETHERNET, INA, IPV4, UDP, wire_view
 from models import wire
 
-__all__ = ["Parser", "FRAMINGS"]
+__all__ = ["Parser", "FRAMINGS", "popcount"]
 
 #: ``count``: a packet starts with the beat after a ``last`` beat (``first`` of the beat is
 #: ignored); ``flag``: a packet starts with a beat that has ``first`` set.
 FRAMINGS = ("count", "flag")
+
+
+def popcount(value):
+    """The number of set bits of ``value``.
+
+    Up to 64 bits, the sum of the bits. Wider, the sum of the bits of each 63-bit chunk, then of the
+    chunk counts: ``sum()`` over 128 bits chains 127 adders each one bit wider than the last, up to
+    a 129-bit sum that Verilator adds word by word (``VL_ADD_W``) in every parser of the pipeline;
+    a chunk's chain stays within 64 bits, machine words. (Measured on the C++ bench harness, in
+    instructions per cycle: a balanced adder tree becomes 64 calls of Verilator's 2-bit popcount, a
+    SWAR popcount per chunk costs more than the chained chunk sums, and below 64 bits more than the
+    plain sum.)"""
+    if len(value) <= 64:
+        return sum(value[i] for i in range(len(value)))
+    chunks = [value[base:base + 63] for base in range(0, len(value), 63)]
+    return sum(sum((chunk[i] for i in range(len(chunk))), Const(0, 1)) for chunk in chunks)
 
 
 class Parser(Elaboratable):
@@ -93,10 +109,10 @@ class Parser(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        beat, data_bytes = self.beat, len(self.beat.keep)
+        beat = self.beat
         m.d.comb += [
             self.first.eq(beat.first if self.framing == "flag" else ~self.inside),
-            self.count.eq(sum(beat.keep[k] for k in range(data_bytes))),
+            self.count.eq(popcount(beat.keep)),
         ]
         done = Signal(16)                       # bytes of the packet before this beat
         m.d.comb += self.length.eq(Mux(self.first, 0, done) + self.count)

