@@ -307,6 +307,9 @@ class _Loop:
     spill node's model, stepped once a cycle as the hardware is (testbenches/spillway_top.py)."""
 
     def __init__(self, component, spill_params):
+        if not hasattr(component, "latency"):
+            raise KeyError("a disaggregated switch side is checked as a LinkLoop with a spill node (checked_of with "
+                           "a latency), not alone")
         from collections import deque
 
         from models.spill_node import SpillNodeModel
