@@ -114,5 +114,7 @@ async def checked(dut):
     component = engine.checked_of(**tb.params()).block
     expected = engine.Expected({k: [tuple(b) for b in v] for k, v in spec["expected"].items()},
                                spec["limit"], spec["last_accept"], spec["counters"], spec["model_seconds"])
-    result = await engine.check(dut, component, spec["beats"], expected)
+    from tools.bench import REPEAT
+    runs = [await engine.check(dut, component, spec["beats"], expected) for _ in range(REPEAT)]
+    result = min(runs, key=lambda r: r["seconds"])
     (tb.run_dir() / "bench.json").write_text(json.dumps({**result, "beats_in": len(spec["beats"])}))
