@@ -286,6 +286,21 @@ def tracked_pair(m, core):
     return early_h, late_h, flow, port, seen
 
 
+def tracked_trips(m, handle, spill, done, tag, early_h, late_h):
+    """Round trips of the two tracked packets: {"early"/"late": (spilled, back, re-injected now)}, set
+    when ``spill`` takes the packet of ``handle`` (``early_h``, ``late_h``) and when ``done`` re-injects
+    the frame whose ``tag`` bit (0 early, 1 late) is set."""
+    out = {}
+    for name, h, bit in (("early", early_h, 0), ("late", late_h, 1)):
+        spilled, back = Signal(name=f"{name}_spilled"), Signal(name=f"{name}_back")
+        with m.If(spill & (handle == h)):
+            m.d.sync += spilled.eq(1)
+        with m.If(done & tag[bit]):
+            m.d.sync += back.eq(1)
+        out[name] = (spilled, back, done & tag[bit])
+    return out
+
+
 class CreditSpec(Elaboratable):
     """CreditCore with free arrivals, queue depths and ready signals; the spill link, the node and the
     return link are one free-delay FIFO channel per origin port (requests and returns are free events
@@ -393,15 +408,7 @@ class CreditSpec(Elaboratable):
                          Assert(core.unasked[q] + core.asked[q] == node[q].len, f"port {q}: asked + unasked")]
 
         # Per-flow order across the round trip.
-        out = {}
-        for name, bit in (("early", 0), ("late", 1)):
-            h = early_h if name == "early" else late_h
-            spilled, back = Signal(name=f"{name}_spilled"), Signal(name=f"{name}_back")
-            with m.If(spill & (a.handle == h)):
-                m.d.sync += spilled.eq(1)
-            with m.If(done & head.tag[bit]):
-                m.d.sync += back.eq(1)
-            out[name] = (spilled, back, done & head.tag[bit])
+        out = tracked_trips(m, a.handle, spill, done, head.tag, early_h, late_h)
         early_out = out["early"][0] & ~out["early"][1]
         late_forwarded = decided & (a.handle == late_h) & (v.kind == 0)
         where = {}
@@ -797,15 +804,7 @@ class RoundTripSpec(Elaboratable):
                             & (node.oversize == 0), "the node never overflows, never drains empty, takes every frame")]
 
         # Per-flow order across the round trip.
-        out = {}
-        for name, bit in (("early", 0), ("late", 1)):
-            h = early_h if name == "early" else late_h
-            spilled, again = Signal(name=f"{name}_spilled"), Signal(name=f"{name}_back")
-            with m.If(spill & (a.handle == h)):
-                m.d.sync += spilled.eq(1)
-            with m.If(done & hh.tag[bit]):
-                m.d.sync += again.eq(1)
-            out[name] = (spilled, again, done & hh.tag[bit])
+        out = tracked_trips(m, a.handle, spill, done, hh.tag, early_h, late_h)
         early_out = out["early"][0] & ~out["early"][1]
         late_forwarded = decided & (a.handle == late_h) & (v.kind == 0)
         m.d.comb += [
