@@ -14,7 +14,7 @@ import random
 import cocotb
 import pytest
 
-from registry import variant
+from registry import block
 from testbenches import checked, runner, tb
 from tools.traffic import STIMULI
 
@@ -65,11 +65,10 @@ def traffic(stimulus, component, rng):
 async def soak(dut):
     """``packets()`` packets of the block's traffic in one checked run (the seed picks the pool)."""
     spec = tb.params()
-    name = next(n for n in BLOCKS if variant(n)[0].name == spec["block"]
-                and checked.soak_params(n)["params"] == spec["params"])
-    b = variant(name)[0]
+    b = block(spec["block"])
     params = b.make_params(spec["params"])
     component = checked.checked_of(**spec).block
+    name = f"{b.name} ({type(component).__name__})"
     count = packets()
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
