@@ -981,7 +981,8 @@ async def generations_and_complete(dut):
 
 @cocotb.test()
 async def bad_input(dut):
-    """Malformed and truncated packets of every kind, multi-beat packets, and every rejected command:
+    """Malformed and truncated packets of every kind, multi-beat packets, and every rejected command
+    (n_pkts at 2**offset_bits, and one whose n_pkts - 1 needs its top bit, both too many words):
     counted, and no state change (memories and slots equal the model's, later packets exact)."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
@@ -1009,12 +1010,13 @@ async def bad_input(dut):
     await t.settle()
     for cmd in (post(1, 0, 4), post(1, (1 << p.offset_bits) + 1, 1), post(1, 8, 0), post(1, 8, p.max_chunk + 1),
                 post(1, 8, 4, p.generations), post(1, p.slot_words * p.word_bits + 1, 1),
+                post(1, 1 << p.offset_bits, p.max_chunk), post(1, (1 << p.offset_bits - 1) + 1, 1),
                 {"op": 0, "msg": 37}, {"op": 3, "msg": 37}, complete(38)):
         t.command(cmd)
     await t.settle()
     t.send(rtl_pkt(p, 37, 0, p.generations - 1))
     counters = await t.finish("bad_input")
-    assert counters["malformed"] == len(bad) and counters["cmd_rejected"] == 9 and counters["placed"] == 3
+    assert counters["malformed"] == len(bad) and counters["cmd_rejected"] == 11 and counters["placed"] == 3
     assert counters["chunk_done"] == 1 and counters["posts"] == 1
 
 

@@ -242,7 +242,7 @@ def report(name, path, rows, formal):
     same = [r for r in rows if r["sim"] != "invalid" and r["equivalent"]]
     for r in same:
         print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
-              f"{r['equivalent']}")
+              + " ".join(r["equivalent"].split()))
     live = [r for r in rows if r["sim"] != "invalid" and not r["equivalent"]]
     killed = lambda key: sum(r[key] in ("fail", "timeout") for r in live)      # noqa: E731
     both = sum(r["sim"] in ("fail", "timeout") or r["formal"] in ("fail", "timeout") for r in live)
