@@ -16,7 +16,12 @@ last accepted input and the block's counters, and raises an ``AssertionError`` n
 What the engine drives: stream ``i``, and from a side memory indexed by the cycle the block's other
 inputs (``qdepth``, ``rd_addr``) and a stall per output stream: zero for ``make bench`` (outputs
 always ready), random for a soak (``side_table``: ``qdepth`` in [0, 2 * high], each output stalled one
-cycle in four where the model takes the output's ready). The ``cfg``/``cmd`` streams stay idle.
+cycle in four where the model takes the output's ready). A block's command stream (``cfg`` or
+``cmd``: ``_command``) comes from a third memory: a stimulus item ``{"cmd": payload}`` among the beats
+of a batch is offered once every input beat before it went in (``after``: the beats before it), and
+while a command is offered ``i`` is not (a command goes in between the beats it was placed between,
+so an order-only model applies it in the same order; a cycle-accurate one sees it in its cycle).
+``make bench`` sends none: the block keeps its reset configuration.
 
 A long run (``soak``) goes in batches: the wrapper's ``keep`` holds the block's state (it is frozen
 between batches: ``EnableInserter``), and the model session keeps the model's; every batch is
@@ -72,7 +77,8 @@ endmodule
 #: (making every wrapper signal public cost 1.6x in cycles/s).
 VLT = "`verilator_config\n" + "".join(
     f'public_flat_rw -module "top" -var "{name}"\n'
-    for name in ("reset", "keep", "load", "start", "beats", "limit", "tail", "done", "cycles", "accepted_at", "bad*",
+    for name in ("reset", "keep", "load", "start", "beats", "cmds", "limit", "tail", "done", "cycles", "accepted_at",
+                 "bad*",
                  "expect_*", "seen_*", "c_*"))
 
 
@@ -89,6 +95,15 @@ def _streams(block):
         elif member.flow == Out and not member.is_signature:
             others.append((name, member.shape))
     return layout, outs, others
+
+
+def _command(block):
+    """(name, payload shape) of the block's command stream (an input stream other than ``i``), or None."""
+    for name, member in block.signature.members.items():
+        if (name != "i" and member.flow == In and member.is_signature
+                and isinstance(member.signature, stream.Signature)):
+            return name, member.signature.members["payload"].shape
+    return None
 
 
 def _inputs(block):
@@ -111,7 +126,8 @@ class Checked(wiring.Component):
     """``block`` fed from a ``depth``-beat stimulus memory, its outputs checked against
     ``exp_depth``-beat expected memories. Ports: ``reset`` (the wrapper, and the block unless
     ``keep``: a batch that goes on from the state the last one left), ``load`` (rising: read the
-    ``.bin`` files of the simulation's working directory), ``start``, ``beats``, ``limit`` (cycles to run),
+    ``.bin`` files of the simulation's working directory), ``start``, ``beats``, ``cmds`` (commands of the
+    command memory, a block with a command stream), ``limit`` (cycles to run),
     ``tail`` (stop earlier once every input went in and every expected beat came out, then ``tail``
     quiet cycles), ``expect_<o>``; out: ``done``, ``cycles``, ``accepted_at``, ``seen_<o>``, ``bad*``
     (first mismatch) and the block's other outputs as ``c_<name>``."""
@@ -125,11 +141,14 @@ class Checked(wiring.Component):
         self.block, self.depth, self.exp_depth = block, depth, exp_depth
         self.layout, self.outs, self.others = _streams(block)
         self.inputs = _inputs(block)
+        self.command = _command(block)
         wide = max(_width(s) for _, s in self.outs)
         members = {"reset": In(1), "keep": In(1), "load": In(1), "start": In(1), "beats": In(32), "limit": In(32),
                    "tail": In(32), "done": Out(1), "cycles": Out(32), "accepted_at": Out(32),
                    "bad": Out(1), "bad_missing": Out(1), "bad_cycle": Out(32), "bad_port": Out(8),
                    "bad_index": Out(32), "bad_value": Out(wide)}
+        if self.command:
+            members["cmds"] = In(32)
         for name, _ in self.outs:
             members[f"expect_{name}"] = In(32)
             members[f"seen_{name}"] = Out(32)
@@ -138,9 +157,11 @@ class Checked(wiring.Component):
         super().__init__(members)
 
     @staticmethod
-    def files(outs):
-        """Memory file names: the stimulus, then one per output stream, then the side memory."""
-        return ["checked_i.bin"] + [f"checked_{name}.bin" for name, _ in outs] + ["checked_side.bin"]
+    def files(outs, command=None):
+        """Memory file names: the stimulus, then one per output stream, the side memory, then the
+        command memory (a block with a command stream)."""
+        return (["checked_i.bin"] + [f"checked_{name}.bin" for name, _ in outs] + ["checked_side.bin"]
+                + (["checked_cmd.bin"] if command else []))
 
     def elaborate(self, platform):
         m = Module()
@@ -154,7 +175,7 @@ class Checked(wiring.Component):
         block = self.block
         running = Signal()
         m.submodules.dut = DomainRenamer("dut")(EnableInserter(running)(block))
-        names = self.files(self.outs)
+        names = self.files(self.outs, self.command)
 
         stim = Signal(_width(self.layout))
         index = Signal(32)
@@ -162,18 +183,31 @@ class Checked(wiring.Component):
                                          i_load=self.load, i_addr=index, o_data=stim)
         cycle, quiet = Signal(32), Signal(32)
         m.d.comb += [running.eq(self.start & ~self.done), self.cycles.eq(cycle)]
-        m.d.comb += [block.i.valid.eq(running & (index < self.beats)), block.i.payload.eq(stim)]
+        offered = Signal()                     # a command is offered: ``i`` waits
+        complete = [index == self.beats]
+        if self.command:
+            name, shape = self.command
+            port, width = getattr(block, name), _width(shape)
+            entry, taken = Signal(32 + width), Signal(32)
+            m.submodules.commands = Instance("innet_rom", p_WIDTH=len(entry), p_DEPTH=self.depth, p_FILE=names[-1],
+                                             i_load=self.load, i_addr=taken, o_data=entry)
+            m.d.comb += [offered.eq(running & (taken < self.cmds) & (index >= entry[:32])), port.valid.eq(offered),
+                         port.payload.eq(entry[32:])]
+            with m.If(port.valid & port.ready):
+                m.d.sync += taken.eq(taken + 1)
+            complete.append(taken == self.cmds)
+        m.d.comb += [block.i.valid.eq(running & (index < self.beats) & ~offered), block.i.payload.eq(stim)]
         with m.If(block.i.valid & block.i.ready):
             m.d.sync += [index.eq(index + 1), self.accepted_at.eq(cycle)]
         side = Signal(sum(_width(shape) for _, shape in self.inputs) + len(self.outs))
-        m.submodules.side = Instance("innet_rom", p_WIDTH=len(side), p_DEPTH=SIDE, p_FILE=names[-1], i_load=self.load,
+        m.submodules.side = Instance("innet_rom", p_WIDTH=len(side), p_DEPTH=SIDE, p_FILE=names[len(self.outs) + 1],
+                                     i_load=self.load,
                                      i_addr=cycle & (SIDE - 1), o_data=side)
         at = 0
         for name, shape in self.inputs:
             m.d.comb += Value.cast(getattr(block, name)).eq(side[at:at + _width(shape)])
             at += _width(shape)
 
-        complete = [index == self.beats]
         moving = []
         for port, (name, shape) in enumerate(self.outs):
             o, width = getattr(block, name), _width(shape)
@@ -211,11 +245,14 @@ class Checked(wiring.Component):
 class Expected:
     """What the golden model says a run must show: per output stream, ``(cycle, value, mask)`` beats
     (cycle ``NO_CYCLE`` when the model is not cycle-accurate), the cycles to run (``limit``; None:
-    until quiet), the cycle the last input beat is accepted in (None: not checked) and the counters."""
+    until quiet), the cycle the last input beat is accepted in (None: not checked), the counters and the
+    commands of the run, ``(after, value)``: offered once ``after`` input beats went in."""
 
-    def __init__(self, outputs, limit=None, last_accept=None, counters=None, model_seconds=0.0, side=None):
+    def __init__(self, outputs, limit=None, last_accept=None, counters=None, model_seconds=0.0, side=None,
+                 commands=None):
         self.outputs, self.limit, self.last_accept = outputs, limit, last_accept
         self.counters, self.model_seconds, self.side = counters or {}, model_seconds, side
+        self.commands = commands or []
 
 
 # --- Adapters: the golden model of each block at line rate -----------------------------------------
@@ -249,21 +286,41 @@ def _keep_fields(shape):
             _ones(shape.size) & ~(_ones(_width(data_field.shape)) << data_field.offset))
 
 
-def _cycles(step, counters, table, tail=TAIL):
+def _split(items):
+    """(input beats, [(after, command payload dict)]) of a batch's stimulus items (a command item is
+    ``{"cmd": payload}``, offered once the ``after`` beats before it went in)."""
+    beats, commands = [], []
+    for item in items:
+        if "cmd" in item:
+            commands.append((len(beats), item["cmd"]))
+        else:
+            beats.append(item)
+    return beats, commands
+
+
+def _cycles(step, counters, table, tail=TAIL, command=False):
     """A cycle model as a batch runner: ``step(beat or None, side) -> (i_ready, [(port, value, mask) out
     this cycle])`` once per cycle, ``side`` the cycle's entry of ``table`` (``Side``), until every beat
-    of the batch went in (and ``tail`` more cycles when final)."""
-    def run(beats, final):
-        outputs, index, cycle, after, last = {}, 0, 0, 0, None
-        while index < len(beats) or (final and after < tail):
-            beat = beats[index] if index < len(beats) else None
-            ready, outs = step(beat, table[cycle % SIDE])
+    of the batch went in (and ``tail`` more cycles when final). ``command``: the block has a command
+    stream, ``step(beat or None, side, command or None) -> (i_ready, outs, command_ready)``; the command
+    due (``_split``) is offered and then no beat is (the wrapper's rule)."""
+    def run(items, final):
+        beats, commands = _split(items)
+        outputs, index, cycle, after, last, taken = {}, 0, 0, 0, None, 0
+        while index < len(beats) or taken < len(commands) or (final and after < tail):
+            cmd = commands[taken][1] if taken < len(commands) and commands[taken][0] <= index else None
+            beat = beats[index] if index < len(beats) and cmd is None else None
+            if command:
+                ready, outs, cmd_ready = step(beat, table[cycle % SIDE], cmd)
+                taken += cmd is not None and cmd_ready
+            else:
+                ready, outs = step(beat, table[cycle % SIDE])
             for port, value, mask in outs:
                 outputs.setdefault(port, []).append((cycle, value, mask))
             if beat is not None and ready:
                 index, last = index + 1, cycle
             cycle += 1
-            after += index == len(beats)
+            after += index == len(beats) and taken == len(commands)
         return Expected(outputs, cycle, last, dict(counters()))
     return run
 
@@ -387,11 +444,11 @@ def chunk_bitmap(component, params, table):
     always = mask_of(["outcome", "chunk_done", "msg_done"])
     parsed = mask_of(["msg", "offset", "gen", "channel"])
 
-    def step(beat, side):
+    def step(beat, side, cmd):
         pkt = None
         if beat is not None and beat["first"]:
             pkt = beat["data"].to_bytes(params.data_bytes, "little")[:beat["keep"].bit_length()]
-        cyc = model.step(pkt, None)
+        cyc = model.step(pkt, cmd)
         r = cyc.result
         if r is not None:
             value = _pack(shape, {"outcome": OUTCOMES.index(r.outcome), "msg": r.msg or 0, "offset": r.offset or 0,
@@ -405,8 +462,8 @@ def chunk_bitmap(component, params, table):
         while due and due[0][0] == now[0]:
             outs.append(("o", *due.pop(0)[1:]))
         now[0] += 1
-        return cyc.pkt_ready, outs
-    return _cycles(step, lambda: model.counters, table, TAIL + LATENCY)
+        return cyc.pkt_ready, outs, cyc.cmd_ready
+    return _cycles(step, lambda: model.counters, table, TAIL + LATENCY, command=True)
 
 
 def ev_selector(component, params, table):
@@ -492,17 +549,65 @@ def ev_expander(component, params, table):
     model, shape = EvExpanderModel(params), _shapes(component)["o"]
     full = _full(shape)
 
-    def outputs(beats):
-        return {"o": [(NO_CYCLE, _pack(shape, {"ok": r["ok"], "da": r["da"] or 0}), full)
-                      for r in (model.process(beat["ev"]) for beat in beats)]}
+    fields = list(model.fields)
+
+    def outputs(items):
+        out = []
+        for item in items:
+            if "cmd" in item:                # one register write; a configuration is whole before a request
+                cmd = item["cmd"]
+                fields[cmd["field"]] = (cmd["init"] & _ones(model.widths[cmd["field"]]),
+                                        cmd["mask"] & _ones(model.widths[cmd["field"]]))
+                continue
+            if fields != model.fields:
+                model.configure(fields)
+            r = model.process(item["ev"])
+            out.append((NO_CYCLE, _pack(shape, {"ok": r["ok"], "da": r["da"] or 0}), full))
+        return {"o": out}
     return _in_order(outputs, lambda: model.counters)
 
 
 def progress_regfile(component, params, table):
+    """Cycle-accurate (its ageing reads the cycle a packet goes in): the output register (latency 1,
+    ``i.ready = cfg.ready = ~o.valid | o.ready``, a command first), the model given each command and
+    packet with the cycle the RTL takes it, counted from the run's start (the block's timer: it is
+    frozen between batches, as the block)."""
+    from models.packet import beats_of
     from models.progress_regfile import ProgressRegfileModel
     model, shape = ProgressRegfileModel(params), _shapes(component)["o"]
-    return _in_order(lambda beats: {"o": _packet_beats(shape, params.data_bytes, [
-        (model.packet(raw, 0), meta) for raw, meta in _packets(beats, params.data_bytes)])}, lambda: model.counters)
+    state = {"now": 0, "o": None, "out": [], "packets": {}}
+
+    def step(beat, side, cmd):
+        now, o_ready = state["now"], not side.stall[0]
+        state["now"] += 1
+        outs = []
+        if state["o"] is not None and o_ready:
+            outs.append(("o", state["o"], _keep_mask(shape, state["o"])))
+        load = state["o"] is None or o_ready
+        if not load:
+            return False, outs, False
+        state["o"] = None
+        if cmd is not None:
+            model.config(cmd, now)
+        elif beat is not None:
+            if beat["first"]:
+                raw, meta = state["packets"][id(beat)]
+                state["out"] = [_pack(shape, b) for b in beats_of(model.packet(raw, now), meta, params.data_bytes)]
+                state["out"].reverse()
+            state["o"] = state["out"].pop()
+        return True, outs, True
+    cycles = _cycles(step, lambda: model.counters, table, command=True)
+
+    def run(items, final):
+        beats, start = _split(items)[0], 0
+        state["packets"] = {}
+        for n, beat in enumerate(beats):         # each packet's bytes, found by its first beat
+            if beat["last"]:
+                raw, meta = next(_packets(beats[start:n + 1], params.data_bytes))
+                state["packets"][id(beats[start])] = (raw, meta)
+                start = n + 1
+        return cycles(items, final)
+    return run
 
 
 def aggregator(component, params, table):
@@ -538,9 +643,22 @@ def usid_forwarder(component, params, table):
     def bits(name):
         return _ones(_width(fields[name].shape)) << fields[name].offset
 
-    def outputs(beats):
+    table_keys = {}                          # cfg index -> the key it holds (the model's table is by key)
+
+    def route(cmd):
+        old = table_keys.pop(cmd["index"], None)
+        if old is not None:
+            del model.routes[old]
+        if cmd["valid"]:
+            table_keys[cmd["index"]] = cmd["key"]
+            model.add_route(cmd["key"], cmd["port"], cmd["decap"])
+
+    def outputs(items):
         out = []
-        for d in beats:
+        for d in items:
+            if "cmd" in d:
+                route(d["cmd"])
+                continue
             raw = d["hdr"].to_bytes(HDR_BYTES, "little")[:min(d["length"], HDR_BYTES)]
             raw += bytes(d["length"] - len(raw))
             r = model.process(raw, d["port"], d["data_depth"], d["prio_depth"])
@@ -620,12 +738,17 @@ def session(name, component, params, rng=None):
         raise KeyError(f"no checked-engine adapter for block {name!r}; known: {', '.join(ADAPTERS)}")
     table = side_table(name, component, params, rng)
     adapter, words = ADAPTERS[name](component, params, table), _side_words(component, table)
+    command = _command(component)
 
-    def run(beats, final=True):
+    def run(items, final=True):
         start = time.perf_counter()
-        result = adapter(beats, final)
+        result = adapter(items, final)
         result.model_seconds = time.perf_counter() - start
         result.side = words
+        commands = _split(items)[1]
+        if commands and command is None:
+            raise ValueError(f"{name}: commands in the stimulus of a block without a command stream")
+        result.commands = [(after, _pack(command[1], cmd)) for after, cmd in commands]
         for port, _ in _streams(component)[1]:
             result.outputs.setdefault(port, [])
         return result
@@ -658,10 +781,11 @@ checked_of.VERILATOR = Checked.VERILATOR
 # --- cocotb side ---------------------------------------------------------------------------------
 
 def write_files(component, words, expected, where="."):
-    """The memory files of a run (``innet_rom``): stimulus words, each output's expected beats and the
-    side memory."""
+    """The memory files of a run (``innet_rom``): stimulus words, each output's expected beats, the
+    side memory and the commands."""
     layout, outs, _ = _streams(component)
-    names = Checked.files(outs)
+    command = _command(component)
+    names = Checked.files(outs, command)
     size = (_width(layout) + 7) // 8
     Path(where, names[0]).write_bytes(b"".join(w.to_bytes(size, "big") for w in words))
     for (name, shape), file in zip(outs, names[1:]):
@@ -671,7 +795,12 @@ def write_files(component, words, expected, where="."):
             ((mask << (32 + width)) | (value << 32) | (NO_CYCLE if cycle is None else cycle)).to_bytes(size, "big")
             for cycle, value, mask in expected.outputs[name]))
     size = (sum(_width(shape) for _, shape in _inputs(component)) + len(outs) + 7) // 8
-    Path(where, names[-1]).write_bytes(b"".join(w.to_bytes(size, "big") for w in expected.side or [0] * SIDE))
+    Path(where, names[len(outs) + 1]).write_bytes(b"".join(w.to_bytes(size, "big")
+                                                          for w in expected.side or [0] * SIDE))
+    if command:
+        size = (32 + _width(command[1]) + 7) // 8
+        Path(where, names[-1]).write_bytes(b"".join(((value << 32) | after).to_bytes(size, "big")
+                                                    for after, value in expected.commands) or bytes(size))
 
 
 async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False):
@@ -690,6 +819,8 @@ async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False
     dut.keep.value = int(keep)
     dut.reset.value = 1
     dut.beats.value = len(words)
+    if _command(component):
+        dut.cmds.value = len(expected.commands)
     limit = expected.limit if expected.limit is not None else (cap or 64 * (len(words) + 1000))
     dut.limit.value = limit
     dut.tail.value = limit if expected.limit is not None else tail
@@ -759,24 +890,31 @@ BATCH, EXPECTED = 8192, 16384
 LATENCY = 7
 
 
+#: Soak parameter overrides (on the benchmark's): the uSID forwarder gets last-hop ports (no ECN mark,
+#: ``dscp_trim_last``), which its benchmark parameters lack.
+SOAK = {"usid_forwarder": {"last_hop": 0xC0}}
+
+
 def soak_params(name):
-    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters
-    (a disaggregated switch side: links of ``LATENCY`` cycles)."""
+    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters and
+    ``SOAK``'s overrides (a disaggregated switch side: links of ``LATENCY`` cycles)."""
     import registry
     b, overrides, _ = registry.variant(name)
-    params = b.make_params({**b.bench, **overrides})
+    params = b.make_params({**b.bench, **SOAK.get(b.name, {}), **overrides})
     loop = "spill_o" in b.build(params).signature.members
     return {"block": b.name, "params": params.as_dict(), "depth": BATCH, "exp_depth": EXPECTED,
             **({"latency": LATENCY} if loop else {})}
 
 
 def batches(beats, size):
-    """``beats`` (dicts) cut into batches of at most ``size`` beats, each ending with a whole packet."""
+    """``beats`` (dicts; command items too) cut into batches of at most ``size`` items, each ending with
+    a whole packet (or a command between packets)."""
     out, start = [], 0
+    framed = any("last" in b for b in beats[:64])
     while start < len(beats):
         end = min(start + size, len(beats))
-        if end < len(beats) and "last" in beats[0]:
-            while end > start and not beats[end - 1]["last"]:
+        if end < len(beats) and framed:
+            while end > start and not beats[end - 1].get("last", True):
                 end -= 1
             if end == start:
                 raise ValueError(f"a packet longer than the batch of {size} beats")
@@ -803,7 +941,7 @@ async def soak(dut, name, component, params, generate, packets, batch, exp_depth
             if len(words) < 1 << 16:
                 words[id(beat)] = hit
         return hit[1]
-    totals = dict.fromkeys(("packets_in", "beats_in", "cycles", "beats_out", "packets_out", "seconds",
+    totals = dict.fromkeys(("packets_in", "beats_in", "commands", "cycles", "beats_out", "packets_out", "seconds",
                             "model_seconds", "load_seconds", "batches"), 0)
     pending, drawn, started = [], 0, time.perf_counter()
     while drawn < packets or pending:
@@ -823,10 +961,12 @@ async def soak(dut, name, component, params, generate, packets, batch, exp_depth
         if over:
             raise ValueError(f"soak {name}: a batch of {len(chunk)} beats expects {over} output beats, more than "
                              f"the wrapper's {exp_depth}: use smaller batches")
-        result = await check(dut, component, [packed(b) for b in chunk], expected, keep=totals["batches"] > 0)
+        stimulus = [packed(b) for b in chunk if "cmd" not in b]
+        result = await check(dut, component, stimulus, expected, keep=totals["batches"] > 0)
         for key in ("cycles", "beats_out", "packets_out", "seconds", "model_seconds", "load_seconds"):
             totals[key] += result[key]
-        totals["beats_in"] += len(chunk)
+        totals["beats_in"] += len(stimulus)
+        totals["commands"] += len(chunk) - len(stimulus)
         totals["batches"] += 1
         if log:
             log(f"soak {name}: batch {totals['batches']}: {totals['beats_in']} beats in, {totals['beats_out']} out, "

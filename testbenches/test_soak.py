@@ -6,8 +6,13 @@ most ``checked.BATCH`` beats: the block and its model keep their state from batc
 beat (with its cycle, for the cycle-accurate models), the cycle of the last input of each batch and
 the counters are compared. The traffic is a seeded pool of ``POOL`` packets drawn once (scapy builds
 a few hundred packets a second, the simulation takes ~10^5 a second) and sent round after round, so
-the same packets meet a block in ever new states. ``INNET_SOAK=k`` runs k x 1e5 packets
-(``INNET_SOAK=100 ... -m soak`` is the 1e7 nightly run)."""
+the same packets meet a block in ever new states. The blocks with a configuration or command stream
+(``soak_traffic.CONFIGURED``: the progress file, the uSID forwarder, the EV expander, the chunk
+bitmap) run configured instead: their traffic carries the commands that set them up and change them
+(sent on the block's ``cfg``/``cmd`` stream, applied to the model in the same place) and packets that
+fit, and the run must end with every counter of ``soak_traffic.REACHED`` above 0 (reached by
+construction). ``INNET_SOAK=k`` runs k x 1e5 packets (``INNET_SOAK=100 ... -m soak`` is the 1e7
+nightly run)."""
 import os
 import random
 
@@ -16,6 +21,7 @@ import pytest
 
 from registry import block
 from testbenches import checked, runner, tb
+from testbenches.soak_traffic import CONFIGURED, REACHED
 from tools.traffic import STIMULI
 
 #: Packets per block in a default run (``INNET_SOAK`` multiplies it).
@@ -73,10 +79,14 @@ async def soak(dut):
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
     traffic_of = getattr(component, "inner", component)        # a LinkLoop's switch side
-    totals = await checked.soak(dut, b.name, component, params, traffic(b.stimulus, traffic_of, rng), count,
+    generate = (CONFIGURED[b.name](component, rng) if b.name in CONFIGURED
+                else traffic(b.stimulus, traffic_of, rng))
+    totals = await checked.soak(dut, b.name, component, params, generate, count,
                                 checked.BATCH, checked.EXPECTED, rng=rng, log=cocotb.log.info)
     assert totals["packets_in"] == count, totals
     cocotb.log.info("soak %s: %s", name, totals)
+    missed = [c for c in REACHED.get(b.name, ()) if not totals["counters"].get(c)]
+    assert not missed, f"soak {name}: the configured traffic never reached {missed}: {totals['counters']}"
     tb.summary(soak=totals)
 
 

@@ -1,0 +1,424 @@
+"""Configured soak traffic: the blocks whose behaviour depends on a configuration or command stream.
+
+The line-rate stimuli of tools/traffic.py leave a block's ``cfg``/``cmd`` stream idle, so the soak of
+such a block would run its reset configuration only (every packet ``unknown``, ``no_route``,
+``bad_ev`` or ``no_slot``). Here each of them gets a generator ``generate(count)`` of stimulus items:
+the packets (beat dicts) and, between them, the commands that configure the block (``{"cmd":
+payload}``, which the checked engine sends on the command stream once the beats before it went in,
+and its adapter applies to the model in the same place). The traffic is built to fit the
+configuration, and every outcome in ``REACHED`` is reached by construction (a fixed opening sequence,
+silent ring positions, a queue depth that always marks, messages sent whole before they complete),
+not by the seed; the seed varies everything else.
+
+``CONFIGURED``: block name -> ``(component, rng) -> generate``. ``REACHED``: block name -> the counters
+(of the model, equal to the RTL's at the end of the run) a soak must end with > 0.
+"""
+import collections
+import struct
+
+from models import wire
+from models.chunk_bitmap import OP_COMPLETE, OP_POST
+from models.ev_expander import field_widths
+from models.headers import mrc_packet, roce_packet, sdr_packet, usid_address
+from models.packet import beats_of
+from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
+from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
+
+__all__ = ["CONFIGURED", "REACHED"]
+
+
+def _beats(component, raw, port=0):
+    return beats_of(bytes(raw), {"port": port}, component.data_bytes)
+
+
+def _exact(produce):
+    """``generate(count)``: the items of exactly ``count`` packets (and the commands before them) from
+    ``produce()``, which gives the items of a few packets at a time."""
+    pending = collections.deque()
+
+    def generate(count):
+        out = []
+        while count:
+            if not pending:
+                pending.extend(produce())
+            item = pending.popleft()
+            out.append(item)
+            count -= "cmd" not in item and item.get("last", True)
+        return out
+    return generate
+
+
+# --- Symphony progress register file ------------------------------------------------------------------
+
+#: Packets between the progress file's reconfigurations (a job cleared, a flow removed or put back).
+PHASE = 4000
+
+
+def _qp(job, position):
+    return 0x1000 + 4 * job + position
+
+
+def progress_regfile(component, rng):
+    """Four ring jobs on the 16 flows ``_qp(job, position)``: job 0 (chunk 1, delta 0) never hears from
+    position 3, so every ECN-capable packet of its other positions is marked once they moved (Not-ECT:
+    ``not_ect``); job 1 (chunk 2, delta 1, age_out 2) the same, its silent position ages out after 3
+    epochs; job 2 (chunk 3, delta 2) has every position, position 0 twice as often (it runs ahead);
+    job 3 (chunk 1, delta 0, age_out 1) loses position 2 every other phase (it ages, then rejoins).
+    Every ``PHASE`` packets: one job cleared (``OP_JOB``) and a flow removed or put back. Around them:
+    packets to QPs never installed, non-RoCE and malformed (IP options) ones (``unknown``,
+    ``malformed``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and 2-beat packets."""
+    p = component.params
+    if (p.jobs, p.ring) < (4, 4) or p.table < 16:
+        raise ValueError("the progress_regfile soak needs jobs >= 4, ring >= 4, table >= 16")
+    jobs = {0: (1, 0, 0), 1: (2, 1, 2), 2: (3, 2, 0), 3: (1, 0, 1)}       # job -> (chunk, delta, age_out)
+    tos_kinds = (NOT_ECT, ECT0, ECT1, ECN_CE)
+    pool = {}
+    for job in range(4):
+        for position in range(4):
+            for tos in tos_kinds:
+                for size in (2, 40):                                     # 1 and 2 beats of 64 bytes
+                    raw = roce_packet(src=f"10.0.{job}.{position + 1}", dst=f"10.0.{job}.{position + 2}",
+                                      qp=_qp(job, position), tos=tos, payload=bytes(size))
+                    pool[job, position, tos, size] = _beats(component, raw)
+    strays = [_beats(component, roce_packet(qp=0x2000 + n, tos=ECT0, payload=bytes(8))) for n in range(8)]
+    raw = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
+    raw[wire.UDP_DPORT_AT:wire.UDP_DPORT_AT + 2] = (4792).to_bytes(2, "big")
+    strays.append(_beats(component, raw))                                 # UDP, not RoCEv2: unknown
+    malformed = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
+    malformed[wire.IP_VERSION_IHL_AT] = 0x46                              # IP options: malformed
+    malformed = _beats(component, malformed)
+
+    def job_cmd(job):
+        chunk, delta, age_out = jobs[job]
+        return {"cmd": {"op": OP_JOB, "job": job, "chunk": chunk, "delta": delta, "age_out": age_out}}
+
+    def install(job, position):
+        return {"cmd": {"op": OP_INSTALL, "qp": _qp(job, position), "job": job, "position": position}}
+
+    state = {"sent": 0, "phase": -1, "removed": None}
+
+    def senders(job, phase):
+        if job in (0, 1):
+            return [0, 1, 2]
+        if job == 2:
+            return [0, 0, 1, 2, 3]
+        return [0, 1, 3] if phase % 2 else [0, 1, 2, 3]
+
+    def opening():
+        """The first items: the whole configuration, then packets that mark, by construction."""
+        items = [job_cmd(job) for job in range(4)]
+        items += [install(job, position) for job in range(4) for position in range(4)]
+        for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (position 3)
+            items += pool[0, 0, tos, 2]
+        return items
+
+    def reconfigure(phase):
+        job = phase % 4
+        items = [job_cmd(job)]
+        if state["removed"] is not None:
+            items.append(install(*state["removed"]))
+            state["removed"] = None
+        else:
+            state["removed"] = (2, rng.randrange(4))
+            items.append({"cmd": {"op": OP_REMOVE, "qp": _qp(*state["removed"])}})
+        if phase % 5 == 4:
+            items.append({"cmd": {"op": 0, "qp": _qp(0, 0), "job": 1, "position": 1}})   # undefined: ignored
+        return items
+
+    def produce():
+        items = []
+        n = state["sent"]
+        phase = n // PHASE
+        if phase != state["phase"]:
+            state["phase"] = phase
+            items += opening() if phase == 0 else reconfigure(phase)
+        state["sent"] += 1
+        r = rng.randrange(100)
+        if n % PHASE == PHASE - 1:                   # a job-1 packet closes each phase (ages position 3)
+            items += pool[1, 0, ECT0, 2]
+        elif r < 3:
+            items += rng.choice(strays)
+        elif r < 5:
+            items += malformed
+        else:
+            job = rng.randrange(4)
+            items += pool[job, rng.choice(senders(job, phase)), rng.choice(tos_kinds), rng.choice((2, 2, 40))]
+        return items
+    return _exact(produce)
+
+
+# --- MRC uSID forwarder --------------------------------------------------------------------------------
+
+def usid_forwarder(component, rng):
+    """Routes for uSIDs 0x2000 + k (k < 3/4 of the table; every fourth a local function: decapsulate),
+    installed first; every 2000 packets one entry is rewritten (a new port, decap flipped, or removed
+    and later put back). Packets: uN (DA {locator, my_usid, next}: shifted lookup) and plain (DA
+    {locator, uSID}) to routed and unrouted uSIDs, trimmed upstream (DSCP trim), non-MRC (UDP to
+    another port), hop limit 1, wrong next header, malformed lengths and ingress ports; the queue
+    depths of each descriptor from a regime (empty, inside the ECN ramp, past the ramp where every
+    ECT packet is marked, data queue full, both full)."""
+    p = component.params
+    hdr_bytes, o = wire.MRC_HEADER_BYTES, wire.OUTER_OFFSET
+    n_routes = max(2, 3 * p.table_entries // 4)
+    usids = [0x2000 + k for k in range(n_routes)]
+    routes = {}                                       # index -> (key, port, decap)
+
+    def write(index, key, port, decap, valid=1):
+        routes[index] = (key, port, decap) if valid else None
+        return {"cmd": {"index": index, "valid": valid, "key": key, "port": port, "decap": decap}}
+
+    def key(usid):
+        return p.locator << 16 | usid
+
+    pool = []
+    for n in range(160):
+        kind = n % 8
+        target = usids[n % n_routes] if kind != 7 else 0x7000 + n           # kind 7: no route
+        da = (usid_address(p.locator, [p.my_usid, target]) if n % 2
+              else usid_address(p.locator, [target, 0x3000 + n]))
+        dscp = p.dscp_trim if kind == 5 else wire.DSCP_MRC_DATA
+        ecn = (ECT0, ECT1, NOT_ECT, ECN_CE)[n // 8 % 4]
+        raw = bytearray(bytes(mrc_packet(ev=rng.getrandbits(32), da=da, psn=n, dscp=dscp, ecn=ecn,
+                                         payload=bytes(rng.choice((0, 16, 64, 200))))))
+        if kind == 6:
+            udp = wire.MRC_UDP_OFFSET
+            raw[udp + 2:udp + 4] = (4792).to_bytes(2, "big")                # not MRC: never trimmed
+        pool.append(raw)
+    odd = []
+    raw = bytearray(pool[0])
+    raw[o + wire.IPV6_HLIM_AT] = 1
+    odd.append(raw)                                                         # hop_limit
+    raw = bytearray(pool[1])
+    raw[o + wire.IPV6_NH_AT] = wire.NH_UDP
+    odd.append(raw)                                                         # bad_next_header
+    raw = bytearray(pool[2])
+    raw[o + 4:o + 6] = (int.from_bytes(raw[o + 4:o + 6], "big") + 1).to_bytes(2, "big")
+    odd.append(raw)                                                         # malformed: outer length
+
+    def descriptor(raw, regime):
+        ports = p.ports
+        port = rng.randrange(ports) if rng.randrange(64) else ports + rng.randrange(256 - ports)
+        ramp = p.ecn_kmin + (1 << p.ecn_span_log2)
+        data, prio = [], []
+        for _ in range(ports):
+            if regime == 0:
+                data.append(rng.randrange(p.ecn_kmin + 1))
+            elif regime == 1:
+                data.append(rng.randrange(p.ecn_kmin, min(ramp + 1, p.data_capacity)))
+            elif regime == 2:                 # past the ramp, below capacity: every ECT packet marked
+                data.append(rng.randrange(min(ramp, p.data_capacity - 1), p.data_capacity))
+            else:
+                data.append(p.data_capacity + rng.randrange(2))
+            prio.append(p.prio_capacity if regime == 4 else rng.randrange(p.prio_capacity))
+        return {"hdr": int.from_bytes(bytes(raw[:hdr_bytes]), "little"), "length": len(raw), "port": port,
+                "data_depth": data, "prio_depth": prio}
+
+    state = {"sent": 0, "removed": None}
+
+    def opening():
+        """The routes, then one packet of each verdict and event (route 0 leaves on fabric port 0)."""
+        items = [write(k, key(u), rng.randrange(p.ports) if k else 0, int(k % 4 == 3)) for k, u in enumerate(usids)]
+        for raw, regime in ((pool[0], 2), (pool[0], 3), (pool[0], 0), (pool[0], 4), (pool[6], 3), (pool[5], 0),
+                            (pool[7], 0), (pool[3], 0), *((raw, 0) for raw in odd)):
+            items.append({**descriptor(raw, regime), "port": 0})
+        return items
+
+    def rewrite():
+        if state["removed"] is not None:
+            index = state["removed"]
+            state["removed"] = None
+            return [write(index, key(usids[index]), rng.randrange(p.ports), int(index % 4 == 3))]
+        index = rng.randrange(n_routes)
+        if rng.randrange(2):
+            state["removed"] = index
+            return [write(index, 0, 0, 0, valid=0)]
+        _, port, decap = routes[index]
+        return [write(index, key(usids[index]), (port + 1) % p.ports, decap ^ 1)]
+
+    def produce():
+        n = state["sent"]
+        state["sent"] += 1
+        items = opening() if n == 0 else rewrite() if n % 2000 == 0 else []
+        raw = rng.choice(odd) if rng.randrange(32) == 0 else rng.choice(pool)
+        return items + [descriptor(raw, rng.randrange(5))]
+    return _exact(produce)
+
+
+# --- MRC EV expander --------------------------------------------------------------------------------
+
+def _fields(rng, params, kind):
+    """A configuration of the expander's fields: ``kind`` 0 random masks (some EV bits left unused),
+    1 every EV bit taken (explicit uSIDs, then the rest of the bits), 2 all fields fixed, 3 odd masks."""
+    budget, fields = params.ev_bits, []
+    for f, width in enumerate(field_widths(params.usids)):
+        if kind == 2:
+            mask = 0
+        elif kind == 1:
+            mask = (1 << width) - 1 if f else 0
+        elif kind == 3:
+            mask = rng.getrandbits(width) & rng.choice((0xF0F0F0F0, 0x8001, 0x5555))
+        else:
+            mask = rng.getrandbits(width) & rng.choice((0, -1, 0x000F, 0xFF00, (1 << width) - 1))
+        while bin(mask).count("1") > budget:
+            mask &= mask - 1
+        budget -= bin(mask).count("1")
+        fields.append((rng.getrandbits(width), mask))
+    if kind == 1 and budget:                           # take the rest on the locator
+        fields[0] = (fields[0][0], (1 << field_widths(params.usids)[0]) - (1 << (32 - budget)))
+    if kind == 0 and budget == 0:                       # keep some bits unused
+        init, mask = fields[-1]
+        fields[-1] = (init, mask & (mask - 1))
+    return fields
+
+
+#: Requests per expander configuration.
+EV_PHASE = 1000
+
+
+def ev_expander(component, rng):
+    """A new configuration (one ``cfg`` write per field) every ``EV_PHASE`` requests, the kinds of
+    ``_fields`` in turn (the first leaves EV bits unused); its requests: EVs with the unused bits
+    clear (expanded) and, by turns, the lowest or the highest unused bit set or any bits (``bad_ev``)."""
+    p = component.params
+    state = {"sent": 0, "unused": 0}
+
+    def produce():
+        items = []
+        if True:
+            n = state["sent"]
+            state["sent"] += 1
+            if n % EV_PHASE == 0:
+                fields = _fields(rng, p, n // EV_PHASE % 4)
+                items += [{"cmd": {"field": f, "init": init, "mask": mask}} for f, (init, mask) in enumerate(fields)]
+                state["unused"] = p.ev_bits - sum(bin(m).count("1") for _, m in fields)
+            unused = state["unused"]
+            ev = rng.getrandbits(p.ev_bits)
+            clear = ev & ~((1 << unused) - 1)
+            pick = n % 8
+            ev = (clear if pick < 5 else clear | 1 if pick == 5 and unused
+                  else clear | 1 << (unused - 1) if pick == 6 and unused else ev)
+            items.append({"ev": ev})
+        return items
+    return _exact(produce)
+
+
+# --- SDR-RDMA chunk bitmap ------------------------------------------------------------------------------
+
+def chunk_bitmap(component, rng):
+    """Messages posted, their packets sent and the message completed, several at a time in different
+    slots: each message (a random chunk size and length that fit a slot) gets every offset once in a
+    random order, interleaved with duplicates, offsets past its length, packets of a wrong generation
+    and malformed ones (a QP outside the receiver's, a truncated packet); ``complete`` follows its
+    last packet, then a late packet (``no_slot``). Now and then a post to another message of a busy
+    slot (the old message's packets then find no slot) and a rejected command (zero or oversized
+    length, a chunk of 0 or past ``max_chunk``, a generation past ``generations``, a complete of a
+    message the slot does not hold)."""
+    p = component.params
+    template = bytes(sdr_packet(0, 0, qp_base=p.qp_base, generations=p.generations, msg_bits=p.msg_bits,
+                                user_bits=p.user_bits, payload=bytes(16)))
+    short = bytes(template[:wire.SDR_MIN_LENGTH - 1])
+    chunks = [c for c in (1, 2, 3, 4, 5, 8, 16, 32, 64) if c <= p.max_chunk]
+
+    def raw_of(msg, offset, gen, channel, qp=None):
+        raw = bytearray(template)
+        dqpn = p.qp_base + gen + p.generations * channel if qp is None else qp
+        raw[wire.BTH_DQPN_AT + 1:wire.BTH_DQPN_AT + 4] = dqpn.to_bytes(3, "big")
+        imm = msg << (32 - p.msg_bits) | (offset << p.user_bits) | rng.getrandbits(p.user_bits)
+        struct.pack_into("!I", raw, wire.IMMDT_OFFSET, imm & 0xFFFFFFFF)
+        return raw
+
+    def beat(raw):
+        b, = beats_of(bytes(raw), {"port": 0}, p.data_bytes)
+        return b
+
+    active = {}            # slot -> [msg, gen, queue of beats]
+    state = {"next": 0, "opened": False}
+
+    def new_message(slot):
+        msg = (slot + p.msg_slots * state["next"]) % (1 << p.msg_bits)
+        state["next"] += 1
+        chunk = rng.choice(chunks)
+        most = min(1 << p.offset_bits, p.slot_words * (p.word_bits // chunk) * chunk)
+        n_pkts = rng.choice((1, chunk, rng.randrange(1, most + 1), most, min(most, 3 * chunk + 1)))
+        gen, channel = rng.randrange(p.generations), rng.randrange(p.channels)
+        offsets = list(range(n_pkts))
+        rng.shuffle(offsets)
+        queue = []
+        for k, offset in enumerate(offsets):
+            queue.append(beat(raw_of(msg, offset, gen, rng.randrange(p.channels))))
+            r = rng.randrange(16)
+            if r == 0:
+                queue.append(beat(raw_of(msg, offsets[rng.randrange(k + 1)], gen, channel)))
+            elif r == 1:
+                queue.append(beat(raw_of(msg, rng.randrange(n_pkts, 1 << p.offset_bits), gen, channel)))
+            elif r == 2 and p.generations > 1:
+                queue.append(beat(raw_of(msg, offset, (gen + 1 + rng.randrange(p.generations - 1))
+                                         % p.generations, channel)))
+        queue.reverse()                 # popped from the end
+        active[slot] = [msg, gen, queue]
+        return {"cmd": {"op": OP_POST, "msg": msg, "gen": gen, "n_pkts": n_pkts, "chunk": chunk}}
+
+    def rejected():
+        r = rng.randrange(5)
+        msg = rng.randrange(1 << p.msg_bits)
+        if r == 0:
+            return {"op": OP_POST, "msg": msg, "gen": 0, "n_pkts": 0, "chunk": 1}
+        if r == 1:
+            return {"op": OP_POST, "msg": msg, "gen": 0, "n_pkts": 4, "chunk": rng.choice((0, p.max_chunk + 1))}
+        if r == 2:
+            return {"op": OP_POST, "msg": msg, "gen": p.generations, "n_pkts": 4, "chunk": 1}
+        if r == 3:
+            return {"op": OP_POST, "msg": msg, "gen": 0, "chunk": 1,
+                    "n_pkts": min(1 << p.offset_bits, p.slot_words * p.word_bits) + 1}
+        held = {m for m, _, _ in active.values()}
+        while msg in held:
+            msg = (msg + 1) % (1 << p.msg_bits)
+        return {"op": OP_COMPLETE, "msg": msg}
+
+    live = min(6, p.msg_slots)
+    outside = (p.qp_base + p.generations * p.channels) % (1 << 24)
+
+    def produce():
+        if not state["opened"]:               # a two-packet message of one chunk: each outcome once
+            state["opened"] = True
+            return [{"cmd": {"op": OP_POST, "msg": 0, "gen": 0, "n_pkts": 2, "chunk": 2}},
+                    beat(raw_of(0, 0, 0, 0)), beat(raw_of(0, 0, 0, 0)), beat(raw_of(0, 1, 0, 0)),
+                    beat(raw_of(0, 2, 0, 0)), beat(raw_of(0, 0, min(1, p.generations - 1), 0)),
+                    {"cmd": {"op": OP_COMPLETE, "msg": 0}},
+                    beat(raw_of(0, 1, 0, 0)), beat(raw_of(0, 0, 0, 0, qp=outside)), beat(short),
+                    {"cmd": rejected()}]
+        items = []
+        while len(active) < live:
+            items.append(new_message(rng.choice([s for s in range(p.msg_slots) if s not in active])))
+        slot = rng.choice(list(active))
+        msg, gen, queue = active[slot]
+        r = rng.randrange(400)
+        if r == 0:                            # a post over a busy slot: its message's packets find no slot
+            items.append(new_message(slot))
+            return items + queue[-3:]
+        if r == 1:
+            return items + [{"cmd": rejected()}]
+        if r < 4:
+            return items + [beat(raw_of(msg, 0, gen, 0, qp=outside))]
+        if r < 6:
+            return items + [beat(short)]
+        items.append(queue.pop())
+        if not queue:
+            del active[slot]
+            items += [{"cmd": {"op": OP_COMPLETE, "msg": msg}}, beat(raw_of(msg, 0, gen, 0))]   # late: no_slot
+        return items
+    return _exact(produce)
+
+
+#: block -> (component, rng) -> generate(count) of packets and commands.
+CONFIGURED = {"progress_regfile": progress_regfile, "usid_forwarder": usid_forwarder, "ev_expander": ev_expander,
+              "chunk_bitmap": chunk_bitmap}
+#: block -> counters a configured soak reaches by construction (> 0 at the end).
+REACHED = {
+    "progress_regfile": ("unknown", "malformed", "tracked", "marked", "not_ect", "aged"),
+    "usid_forwarder": ("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
+                       "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"),
+    "ev_expander": ("expanded", "bad_ev"),
+    "chunk_bitmap": ("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
+                     "msg_done", "posts", "completes", "cmd_rejected"),
+}
