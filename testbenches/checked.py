@@ -927,9 +927,10 @@ async def soak(dut, name, component, params, generate, packets, batch, exp_depth
     """``packets`` packets through block ``name`` in batches of at most ``batch`` input beats (and
     ``exp_depth`` expected beats per output), as one run: the block and its model keep their state from
     batch to batch, and every output of every batch is compared. ``generate(count) -> beat dicts``
-    gives the next ``count`` packets of the traffic; ``rng``: random side inputs and stalls
-    (``side_table``). Returns the totals {packets_in, beats_in, cycles, beats_out, packets_out, seconds,
-    model_seconds, load_seconds, batches, counters}."""
+    gives the next ``count`` packets of the traffic (and the ``{"cmd": payload}`` items of the
+    commands between them, a block with a command stream); ``rng``: random side inputs and stalls
+    (``side_table``). Returns the totals {packets_in, beats_in, commands, cycles, beats_out, packets_out,
+    seconds, model_seconds, load_seconds, batches, counters}."""
     from testbenches.tb import pack
     layout = _streams(component)[0]
     model, words = session(name, component, params, rng), {}
