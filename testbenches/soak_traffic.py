@@ -24,7 +24,7 @@ from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["CONFIGURED", "REACHED"]
+__all__ = ["CONFIGURED", "REACHED", "NEEDS", "reached"]
 
 
 def _beats(component, raw, port=0):
@@ -266,8 +266,8 @@ def _fields(rng, params, kind):
     if kind == 1 and budget:                           # take the rest on the locator
         fields[0] = (fields[0][0], (1 << field_widths(params.usids)[0]) - (1 << (32 - budget)))
     if kind == 0 and budget == 0:                       # keep some bits unused
-        init, mask = fields[-1]
-        fields[-1] = (init, mask & (mask - 1))
+        f = max(f for f, (_, mask) in enumerate(fields) if mask)
+        fields[f] = (fields[f][0], fields[f][1] & (fields[f][1] - 1))
     return fields
 
 
@@ -413,7 +413,7 @@ def chunk_bitmap(component, rng):
 #: block -> (component, rng) -> generate(count) of packets and commands.
 CONFIGURED = {"progress_regfile": progress_regfile, "usid_forwarder": usid_forwarder, "ev_expander": ev_expander,
               "chunk_bitmap": chunk_bitmap}
-#: block -> counters a configured soak reaches by construction (> 0 at the end).
+#: block -> counters a configured soak reaches by construction (> 0 at the end; see ``reached``).
 REACHED = {
     "progress_regfile": ("unknown", "malformed", "tracked", "marked", "not_ect", "aged"),
     "usid_forwarder": ("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
@@ -422,3 +422,11 @@ REACHED = {
     "chunk_bitmap": ("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
                      "msg_done", "posts", "completes", "cmd_rejected"),
 }
+#: (block, counter) -> the packets a run needs to reach it (ageing needs epochs to pass: the first
+#: phase's closing packet of job 1); every other counter of ``REACHED`` comes in the opening sequence.
+NEEDS = {("progress_regfile", "aged"): PHASE}
+
+
+def reached(block, packets):
+    """The counters of ``REACHED`` a run of ``packets`` packets on ``block`` must end with above 0."""
+    return [c for c in REACHED.get(block, ()) if packets >= NEEDS.get((block, c), 0)]
