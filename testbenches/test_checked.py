@@ -1,6 +1,7 @@
 """The checked engine (testbenches/checked.py) itself: a clean run passes, and every kind of difference
 planted in the golden model's expectations (a payload bit, a cycle, a missing beat, an extra beat, a
-counter, the cycle the last input goes in) fails the run, naming the cycle where it shows."""
+counter, the cycle the last input goes in, a command's value, place or absence) fails the run, naming
+the cycle where it shows."""
 import random
 
 import cocotb
@@ -80,6 +81,42 @@ async def planted_differences(dut):
     await checked.check(dut, component, words, expected)                 # restored: passes again
 
 
-@runner.parametrize(__name__, {"spill_buffer": WRAPPER})
+@cocotb.test()
+async def commands(dut):
+    """A block's command stream from the command memory (the soak's EV-expander wrapper): a run with a
+    configuration written before the requests and another between them passes; a changed command, one
+    sent a beat later than the model applies it, and one the RTL never gets each fail the run."""
+    from models.ev_expander import EvExpanderParams
+    component = checked.checked_of(**tb.params()).block
+    params = EvExpanderParams(**tb.params()["params"])
+    fields = [(0xFC00_0000, 0), (0, 0xFFFF), (0x1200, 0x00FF), (0, 0)]      # 24 EV bits taken, 8 unused
+    items = [{"cmd": {"field": f, "init": init, "mask": mask}} for f, (init, mask) in enumerate(fields)]
+    items += [{"ev": ev << 8} for ev in range(1, 9)] + [{"ev": 1}]        # expanded x 8, bad_ev
+    items += [{"cmd": {"field": 2, "init": 0, "mask": 0xFFFF}}]           # 32 bits taken: nothing unused
+    items += [{"ev": 0x1234_5677 + ev} for ev in range(4)]
+    layout = component.signature.members["i"].signature.members["payload"].shape
+    words = [tb.pack(layout, b) for b in items if "cmd" not in b]
+
+    def expected():
+        return checked.expect("ev_expander", component, params, items)
+    clean = expected()
+    assert clean.counters == {"expanded": 12, "bad_ev": 1}, clean.counters
+    assert [after for after, _ in clean.commands] == [0, 0, 0, 0, 9], clean.commands
+    await checked.check(dut, component, words, clean)
+
+    planted = expected()
+    planted.commands[1] = (0, planted.commands[1][1] ^ (1 << 40))         # a bit of field 1's mask differs
+    await fails(dut, component, words, planted, "o beat 0 differs")
+    planted = expected()
+    planted.commands[4] = (10, planted.commands[4][1])                    # one request later than the model
+    await fails(dut, component, words, planted, "o beat 9 differs")
+    planted = expected()
+    planted.commands.pop()                                                # never sent
+    await fails(dut, component, words, planted, "o beat 9 differs")
+    await checked.check(dut, component, words, clean)                    # restored: passes again
+
+
+@runner.parametrize(__name__, {"spill_buffer": WRAPPER, "ev_expander": checked.soak_params("ev_expander")},
+                    select=lambda config, test: (test == "commands") == (config == "ev_expander"))
 def test_checked(params, testcase, record_property):
     record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
