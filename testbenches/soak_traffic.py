@@ -215,11 +215,15 @@ def usid_forwarder(component, rng):
 
     state = {"sent": 0, "removed": None}
 
+    last_hop = [port for port in range(p.ports) if p.last_hop >> port & 1]
+    fixed = {0: 0, 1: last_hop[-1] if last_hop else 1}
+
     def opening():
-        """The routes, then one packet of each verdict and event (route 0 leaves on fabric port 0)."""
-        items = [write(k, key(u), rng.randrange(p.ports) if k else 0, int(k % 4 == 3)) for k, u in enumerate(usids)]
+        """The routes, then one packet of each verdict and event (route 0 leaves on fabric port 0, route 1
+        on a last-hop port: an ECT packet past the ramp left unmarked, a trim with ``dscp_trim_last``)."""
+        items = [write(k, key(u), fixed.get(k, rng.randrange(p.ports)), int(k % 4 == 3)) for k, u in enumerate(usids)]
         for raw, regime in ((pool[0], 2), (pool[0], 3), (pool[0], 0), (pool[0], 4), (pool[6], 3), (pool[5], 0),
-                            (pool[7], 0), (pool[3], 0), *((raw, 0) for raw in odd)):
+                            (pool[7], 0), (pool[3], 0), (pool[1], 2), (pool[1], 3), *((raw, 0) for raw in odd)):
             items.append({**descriptor(raw, regime), "port": 0})
         return items
 
