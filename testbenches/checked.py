@@ -891,8 +891,10 @@ LATENCY = 7
 
 
 #: Soak parameter overrides (on the benchmark's): the uSID forwarder gets last-hop ports (no ECN mark,
-#: ``dscp_trim_last``), which its benchmark parameters lack.
-SOAK = {"usid_forwarder": {"last_hop": 0xC0}}
+#: ``dscp_trim_last``), which its benchmark parameters lack; the progress file epochs of 16 cycles
+#: (ageing decided all the time, many at an epoch's edge: a timer one cycle off shows) and 8-bit
+#: epochs (the timer wraps every 4096 cycles).
+SOAK = {"usid_forwarder": {"last_hop": 0xC0}, "progress_regfile": {"epoch_bits": 4, "age_bits": 8}}
 
 
 def soak_params(name):

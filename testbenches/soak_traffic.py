@@ -52,6 +52,8 @@ def _exact(produce):
 
 #: Packets between the progress file's reconfigurations (a job cleared, a flow removed or put back).
 PHASE = 4000
+#: Single-beat packets of the progress file's opening between job 1's clear and its ageing probe.
+AGEING = 60
 
 
 def _qp(job, position):
@@ -105,12 +107,17 @@ def progress_regfile(component, rng):
         return [0, 1, 3] if phase % 2 else [0, 1, 2, 3]
 
     def opening():
-        """The first items: the whole configuration, then packets that mark, by construction."""
+        """The first items: the whole configuration, then packets that mark, by construction, and a job-1
+        packet ``AGEING`` single-beat packets after job 1 was cleared: at least that many cycles later,
+        past its ``age_out`` of 2 epochs when an epoch is at most ``AGEING // 3`` cycles, so its silent
+        position 3 turns stale (``aged``)."""
         items = [job_cmd(job) for job in range(4)]
         items += [install(job, position) for job in range(4) for position in range(4)]
         for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (position 3)
             items += pool[0, 0, tos, 2]
-        return items
+        for n in range(AGEING):
+            items += pool[2, n % 4, ECT0, 2]
+        return items + pool[1, 0, ECT0, 2] + strays[0] + strays[-1] + malformed
 
     def reconfigure(phase):
         job = phase % 4
@@ -134,7 +141,7 @@ def progress_regfile(component, rng):
             items += opening() if phase == 0 else reconfigure(phase)
         state["sent"] += 1
         r = rng.randrange(100)
-        if n % PHASE == PHASE - 1:                   # a job-1 packet closes each phase (ages position 3)
+        if n % PHASE == PHASE - 1:                   # a job-1 packet closes each phase
             items += pool[1, 0, ECT0, 2]
         elif r < 3:
             items += rng.choice(strays)
@@ -426,9 +433,10 @@ REACHED = {
     "chunk_bitmap": ("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
                      "msg_done", "posts", "completes", "cmd_rejected"),
 }
-#: (block, counter) -> the packets a run needs to reach it (ageing needs epochs to pass: the first
-#: phase's closing packet of job 1); every other counter of ``REACHED`` comes in the opening sequence.
-NEEDS = {("progress_regfile", "aged"): PHASE}
+#: (block, counter) -> the packets a run needs to reach it (ageing: the opening's probe, ``AGEING``
+#: packets after the clear); every other counter of ``REACHED`` comes earlier in the opening.
+NEEDS = {("progress_regfile", "aged"): AGEING + 4, ("progress_regfile", "unknown"): AGEING + 6,
+         ("progress_regfile", "malformed"): AGEING + 7}
 
 
 def reached(block, packets):
