@@ -35,8 +35,9 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import data
 
+from formal.props import after_reset, counters_follow
 from formal.runner import prove
-from hdl.spill_buffer import CreditCore, SpillBuffer, SpillBufferParams, SpillCore
+from hdl.spill_buffer import CREDIT_COUNTERS, CreditCore, SpillBuffer, SpillBufferParams, SpillCore
 from hdl.spill_node import SpillNode, SpillNodeParams
 from models import wire
 from models.headers import IP, UDP, Ether
@@ -435,6 +436,32 @@ class CreditSpec(Elaboratable):
             Assert(~(late_forwarded & early_out), "late is never forwarded while early is out"),
             Assert(~(out["late"][2] & early_out), "late is never re-injected before early"),
         ]
+        # The verdict and every counter, from the spec's own judgement of the arrival: bad (malformed or
+        # port >= ports); must spill (queue depth >= high, or packets of the flow (port: of the port) out,
+        # from the shadow's records); oversize (length > mtu); overflow (the shadow's credit, capacity minus
+        # the port's packets out, is 0).
+        outq = Array(node[q].len + sum((held.len > k) & (held.items[k].port == q) for k in range(S + 1))
+                     for q in range(P))
+        flow_out = Array(sum(ok & (r.flow == f) for _, _, r, ok in live) for f in range(F))
+        bad = a.malformed | (a.port >= P)
+        ordered = (flow_out[a.flow] != 0) if p.order == "flow" else (outq[a.port[:1]] != 0)
+        must_spill = ~bad & ((Array(core.qdepth)[a.port[:1]] >= p.high) | ordered)
+        oversize = must_spill & (a.length > p.mtu)
+        overflow = must_spill & ~oversize & (outq[a.port[:1]] == C)
+        kind = Mux(bad | oversize | overflow, 2, Mux(must_spill, 1, 0))
+        m.d.comb += Assert(~decided | (v.kind == kind), "the verdict is the spec's: forward, spill or drop")
+        counters_follow(m, {name: getattr(core, name) for name in CREDIT_COUNTERS}, {
+            "forwarded": decided & ~bad & ~must_spill, "spilled": decided & must_spill & ~oversize & ~overflow,
+            "reinjected": done, "spill_overflow": decided & overflow, "spill_oversize": decided & oversize,
+            "malformed": decided & bad, "drain_requests": requested,
+            "return_malformed": core.ret_valid & ~(ret_fits & (Array(inflight)[ret_port] != 0)),
+            "misordered": Const(0)}, saturating=False, block="credit core ")
+        # Reset (free at every cycle): the cycle after it every credit is capacity, nothing asked or held.
+        m.d.comb += Assert(~after_reset(m) | ((Cat(*core.credit) == Cat(*(Const(C, range(C + 1)) for _ in range(P))))
+                                              & (Cat(*core.unasked, *core.asked) == 0) & (core.reserved == 0)
+                                              & (core.window == 0) & (core.used == 0) & (core.rr == 0)
+                                              & ~core.req.valid),
+                           "a reset gives every credit back, nothing asked, no return slot, window at 0")
         m.d.comb += [Cover(out["early"][1] & out["late"][1]), Cover(core.spill_overflow != 0)]
         return m
 
