@@ -574,6 +574,39 @@ class SwitchSpec(Elaboratable):
             ]
             total_data.append(data_started)
         m.d.comb += Assert(forwarded + sum(total_data) <= accepted, "no packet both forwarded and spilled")
+
+        # Counters seen from the ports. Re-injected: a spilled packet's last beat leaving o; drain
+        # requests: a DRAIN frame leaving spill_o (the spec's parse); return_malformed: a frame's first
+        # beat on spill_i (the spec's own framing; spill_i.ready is 1) that is not a RETURN of the spill
+        # EtherType with a payload for a port < ports with a drain outstanding (the spec's drains minus
+        # the returns it accepted); every packet accepted on i is counted once by one verdict counter.
+        ri, rx_inside = dut.spill_i, Signal()
+        r_first = ri.valid & ~rx_inside
+        with m.If(ri.valid):
+            m.d.sync += rx_inside.eq(~ri.payload.last)
+        r_port = byte(ri.payload, wire.SPILL_PORT_AT)
+        r_good = ((Cat(byte(ri.payload, wire.ETHERTYPE_AT + 1), byte(ri.payload, wire.ETHERTYPE_AT))
+                   == wire.ETHERTYPE_SPILL) & (byte(ri.payload, wire.SPILL_OP_AT) == wire.SPILL_RETURN)
+                  & ~(ri.payload.last & ~ri.payload.keep[wire.SPILL_HEADER_BYTES]) & (r_port < P))
+        asked = [Signal(range(C + 2), name=f"spec_asked{q}") for q in range(P)]
+        accept = r_first & r_good & (Array(asked)[r_port[:1]] != 0)
+        for q in range(P):
+            m.d.sync += asked[q].eq(asked[q] + (drain & (cur_port == q)) - (accept & (r_port == q)))
+        counters_follow(m, {name: getattr(dut, name) for name in CREDIT_COUNTERS}, {
+            "reinjected": o_take & o.payload.last & o.payload.meta.spilled, "drain_requests": drain,
+            "return_malformed": r_first & ~accept}, saturating=False, block="switch ")
+        verdicts = sum(getattr(dut, name) for name in ("forwarded", "spilled", "spill_overflow", "spill_oversize",
+                                                        "malformed"))
+        m.d.comb += Assert(verdicts[:p.counter_bits] == accepted[:p.counter_bits],
+                           "every packet accepted on i is counted by exactly one verdict counter")
+        # Reset (free at every cycle): the cycle after it both outputs are idle, every credit is back.
+        idle = ~o.valid & ~so.valid & (dut.outstanding == 0)
+        for q in range(P):
+            idle &= dut.credits[q] == C
+        for name in CREDIT_COUNTERS:
+            idle &= getattr(dut, name) == 0
+        m.d.comb += Assert(~after_reset(m) | idle, "switch: a reset idles o and spill_o, returns every credit and "
+                                                  "clears the counters")
         return m
 
 
@@ -840,6 +873,12 @@ class RoundTripSpec(Elaboratable):
             Assert(~out["late"][2] | out["late"][0], "late is re-injected only after it was spilled"),
             Cover(out["early"][1]),                             # one round trip: 7 cycles
         ]
+        # Reset (free at every cycle; the links reset with both ends): the cycle after it the node holds
+        # nothing and sends nothing, the switch has every credit back and no return slot reserved.
+        idle = ~node.o.valid & (core.reserved == 0)
+        for q in range(P):
+            idle &= (node.counts[q] == 0) & (node.requests[q] == 0) & (core.credit[q] == C)
+        m.d.comb += Assert(~after_reset(m) | idle, "round trip: a reset empties the node and returns every credit")
         if self.inductive:
             self._strengthen(m, locals())
         if self.depth >= 12:                                    # both tracked packets through the node: 12
