@@ -41,7 +41,8 @@ indices, built from the ``fwd`` events alone. Properties:
   alone (the safety properties are the safety run's) at ``LIVE`` parameters in the default suite.
 
 Default suite: safety bmc depth 10, malformed bmc depth 8, liveness at ``LIVE`` (depth 19), covers. The
-deep runs (safety to depth 14, liveness at ``PARAMS``) are a command: ``python -m formal.test_bounded_loss_tracker --deep``.
+deep runs (safety to depth 14, liveness at ``PARAMS``) are a command:
+``python -m formal.test_bounded_loss_tracker --deep``.
 
 The design's own invariants (``BoundedLossTracker._invariants``: count == popcount of the bitmap
 registers, 1 <= count < E, a live slot is clean, one access per bitmap bank per cycle) are checked
