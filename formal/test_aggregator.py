@@ -20,6 +20,9 @@ reached the PS (ACKs of other job+seqs, stray or early, are free). Proved:
 - ATP/ESA ACK: the cycle after an ACK that frees (not overflow=1 with resend=0), no slot holds its
   job+seq.
 
+Counters (``CounterSpec``, every policy, free reset): every counter rises by exactly one on the
+outcome the spec gives the beat from its own framing, length, header and slot-table shadow, wrapping.
+
 SwitchML: the spec follows one slot ``k0`` (any constant) whose packets all carry fan-in ``F`` and
 worker ``b``'s gradient ``g_b``; a worker sends to set ``t`` only while set ``1 - t`` is not
 mid-round (the workers alternate sets after a result; SwitchML's own window). Proved: for each
@@ -310,7 +313,7 @@ class SlotRulesSpec(Elaboratable):
 class CounterSpec(Elaboratable):
     """Every counter rises by exactly one on its event, as the spec classifies each beat itself (SPEC
     section 3, the order of the block's docstring), and wraps (``counter_bits = 2``: the model masks
-    the count, so a fifth event of a kind wraps it to 1). Free single- or multi-beat traffic: free
+    the count, so the fourth event of a kind wraps it to 0). Free single- or multi-beat traffic: free
     ``first``/``last``, a free contiguous ``keep`` (any byte count 0..``data_bytes``), a free UDP
     destination port (INA's or the next one), free INA header fields; reset free at every cycle.
 
