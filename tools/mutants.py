@@ -1,4 +1,4 @@
-"""Mutation run of one block: ``python -m tools.mutants BLOCK [--n N] [--seed S] [--list]``.
+"""Mutation run of one block or all: ``python -m tools.mutants BLOCK|all [--n N] [--seed S] [--list] [--summary]``.
 
 Mutants are small faults put into the block's RTL source ``hdl/<block>.py``, one at a time, by
 source-level operators on the code that builds logic (functions that add to ``m.d``):
@@ -30,6 +30,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 
+import registry
 from registry import ROOT, block
 from tools.cli import Parser, integer, run
 
@@ -163,18 +164,35 @@ def valid(tree, name):
 
 def main(argv=None):
     parser = Parser(prog="mutants", description=__doc__.split("\n\n")[0])
-    parser.add_argument("block", help="a registered block")
-    parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw (default: all)")
+    parser.add_argument("block", help="a registered block, or all (every block with logic of its own)")
+    parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw per block (default: all)")
     parser.add_argument("--seed", type=integer(0), default=1, help="sample seed and traffic seed (default 1)")
     parser.add_argument("--match", action="append", default=[],
                         help="only mutants of source lines containing this text (repeatable: any of them)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the table of the results in build/mutants/, run nothing")
     parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
     parser.add_argument("--no-formal", action="store_true", help="simulation only")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the unmutated run (when the suite has just run the block's tests)")
     args = parser.parse_args(argv)
-    b = block(args.block)
+    if args.block == "all":
+        if args.match:
+            raise ValueError("--match needs one block, not all")
+        names = [n for n in registry.names() if generate((ROOT / f"hdl/{n}.py").read_text())]
+    else:
+        names = [block(args.block).name]
+    if not args.summary:
+        for name in names:
+            run_block(name, args)
+    if args.summary or len(names) > 1:
+        summary(names)
+
+
+def run_block(name, args):
+    """``args``' mutants of block ``name``: listed, or run and reported (merged into its CSV)."""
+    b = block(name)
     path = f"hdl/{b.name}.py"
     source = (ROOT / path).read_text()
     mutants = generate(source)
@@ -198,8 +216,8 @@ def main(argv=None):
     formal = b.formal and not args.no_formal
     print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
           + ("" if args.no_baseline else "; baseline run first"), flush=True)
-    if not args.no_baseline and _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
-            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass"):
+    if not args.no_baseline and (_pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
+            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass")):
         raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
     rows, started = [], time.monotonic()
     target = tree / path
@@ -218,7 +236,49 @@ def main(argv=None):
                   f"line {m.line}: sim {sim}, formal {form}", flush=True)
     finally:
         target.write_text(source)
-    report(b.name, path, rows, formal)
+    report(b.name, path, merged(b.name, source, rows), formal)
+
+
+def merged(name, source, rows):
+    """``rows`` with the earlier results in ``build/mutants/<name>.csv`` of the other mutants that the
+    source still has (same id, line before and after): a re-run of some mutants updates the table."""
+    out = OUT / f"{name}.csv"
+    current = {m.id: m.describe(source) for m in generate(source)}
+    new = {r["id"] for r in rows}
+    kept = []
+    if out.exists():
+        with open(out, newline="") as f:
+            for r in csv.DictReader(f):
+                r.pop("equivalent", None)
+                r["id"], r["line"] = int(r["id"]), int(r["line"])
+                if r["id"] not in new and current.get(r["id"]) == (r["before"], r["after"]):
+                    kept.append(r)
+    return sorted(kept + rows, key=lambda r: r["id"])
+
+
+def summary(names):
+    """One line per block of the results in ``build/mutants/<block>.csv``."""
+    print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
+          f"{'combined':>13} survivors")
+    for name in names:
+        source = (ROOT / f"hdl/{name}.py").read_text()
+        total, out = len(generate(source)), OUT / f"{name}.csv"
+        rows = merged(name, source, []) if out.exists() else []
+        if not rows:
+            print(f"{name:22} {total:7} {0:5}")
+            continue
+        argued = equivalent(name)
+        valid_rows = [r for r in rows if r["sim"] != "invalid"]
+        live = [r for r in valid_rows if (r["before"], r["after"]) not in argued]
+        dead = lambda r, key: r[key] in ("fail", "timeout")      # noqa: E731
+        rate = lambda k: f"{k}/{len(live)} {100 * k / len(live):3.0f}%" if live else "-"     # noqa: E731
+        formal = any(r["formal"] != "-" for r in live)
+        left = [f"#{r['id']}" for r in live if not dead(r, "sim") and not dead(r, "formal")]
+        print(f"{name:22} {total:7} {len(rows):5} {len(rows) - len(valid_rows):7} {len(valid_rows) - len(live):5} "
+              f"{rate(sum(dead(r, 'sim') for r in live)):>13} "
+              f"{rate(sum(dead(r, 'formal') for r in live)) if formal else '-':>13} "
+              f"{rate(sum(dead(r, 'sim') or dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
+    print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv)")
 
 
 def equivalent(name):
