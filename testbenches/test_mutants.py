@@ -21,7 +21,13 @@ def elaborate(self, platform):
     m.d.comb += self.o.eq(count[0:2] | self.a)
     if self.mode == "x":
         m.d.comb += self.p.eq(1)
+    m.d.comb += Assert(count < 9, "a property, not logic")
     return m
+
+
+def _invariants(self, m):
+    with m.If(self.a == 1):
+        m.d.comb += [Assert(self.b), Cover(self.c)]
 '''
 
 
@@ -41,6 +47,7 @@ def test_operators():
     assert not any("count[0:3]" in t or "count[1:2]" in t for t in texts), "slices are elaboration, not logic"
     assert not any("self.mode != 'x'" in t for t in texts), "a configuration choice is not a mutant"
     assert any("Signal(4, init=(0))" in t for t in texts), "a reset value changed"
+    assert all("count < 9" in t and "self.a == 1" in t for t in texts), "properties are the proofs' code, not logic"
 
 
 #: The fixed CI sample: the in-switch spill buffer's handle counter enable and its FIFO-full test.
@@ -104,7 +111,7 @@ def test_rerun_merges(monkeypatch, capsys):
     first, second = generate(source)[:2]
     row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal="pass",  # noqa: E731
                               before=m.describe(source)[0], after=m.describe(source)[1])
-    stale = dict(row(second, "pass"), id=9999)
+    stale = dict(row(second, "pass"), line=9999)
     mutants.report("ev_expander", "hdl/ev_expander.py", [row(first, "pass"), row(second, "pass"), stale], True)
     rows = mutants.merged("ev_expander", source, [row(second, "fail")])
     assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]

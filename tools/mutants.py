@@ -11,6 +11,9 @@ source-level operators on the code that builds logic (functions that add to ``m.
   at its default);
 - ``init``: a signal's ``init=`` value changed (a register reset to the wrong value).
 
+``Assert``/``Assume``/``Cover`` calls in a block's source (invariants for the proofs) are not
+mutated: they are verification code, not the design.
+
 ``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
 copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
 or emit is ``invalid``. The others run the block's testbench (``testbenches/test_<block>.py``) and
@@ -40,6 +43,7 @@ EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 #: Directories and files the copy needs to build and test a block.
 COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
         "pyproject.toml")
+CHECKS = ("Assert", "Assume", "Cover")
 SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
@@ -69,10 +73,23 @@ class Mutant:
         return before, after
 
 
-def _logic_functions(tree, source):
-    """Function definitions whose body adds to ``m.d`` (the code that builds logic)."""
+def _is_check(node):
+    """An ``Assert``/``Assume``/``Cover`` call: a property for the proofs, not logic of the design."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CHECKS
+
+
+def _adds(function):
+    """The values a function adds to ``m.d.<domain>``, each list flattened."""
+    for node in ast.walk(function):
+        if (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute)
+                and ast.unparse(node.target.value) == "m.d"):
+            yield from node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+
+
+def _logic_functions(tree):
+    """Function definitions that add logic to ``m.d`` (not only properties: those are the proofs' code)."""
     return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
-            and "m.d." in (ast.get_source_segment(source, node) or "")]
+            and not all(_is_check(value) for value in _adds(node)) and any(True for _ in _adds(node))]
 
 
 def _replace(node, new, operator, found):
@@ -92,7 +109,9 @@ def generate(source):
     for node in ast.walk(tree):       # bit positions and widths are elaboration-time Python, not logic
         if isinstance(node, ast.Subscript):
             seen.update(id(n) for n in ast.walk(node.slice))
-    for function in _logic_functions(tree, source):
+        elif _is_check(node):
+            seen.update(id(n) for n in ast.walk(node))
+    for function in _logic_functions(tree):
         for node in ast.walk(function):
             if id(node) in seen:
                 continue
@@ -119,7 +138,7 @@ def generate(source):
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
                 _replace(node, node.operand, "logic", found)
             elif (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute)
-                  and ast.unparse(node.target.value) == "m.d"):
+                  and ast.unparse(node.target.value) == "m.d" and not all(map(_is_check, _adds(node)))):
                 _replace(node, ast.Pass(), "drop", found)
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in ("init", "reset") and _is_int(node.value):
@@ -241,17 +260,19 @@ def run_block(name, args):
 
 def merged(name, source, rows):
     """``rows`` with the earlier results in ``build/mutants/<name>.csv`` of the other mutants that the
-    source still has (same id, line before and after): a re-run of some mutants updates the table."""
+    source still has (same line, before and after; renumbered as now): a re-run of some mutants
+    updates the table."""
     out = OUT / f"{name}.csv"
-    current = {m.id: m.describe(source) for m in generate(source)}
+    current = {(m.line, *m.describe(source)): m.id for m in generate(source)}
     new = {r["id"] for r in rows}
     kept = []
     if out.exists():
         with open(out, newline="") as f:
             for r in csv.DictReader(f):
                 r.pop("equivalent", None)
-                r["id"], r["line"] = int(r["id"]), int(r["line"])
-                if r["id"] not in new and current.get(r["id"]) == (r["before"], r["after"]):
+                r["line"] = int(r["line"])
+                r["id"] = current.get((r["line"], r["before"], r["after"]))
+                if r["id"] is not None and r["id"] not in new:
                     kept.append(r)
     return sorted(kept + rows, key=lambda r: r["id"])
 
