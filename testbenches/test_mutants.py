@@ -111,7 +111,7 @@ def test_rerun_merges(monkeypatch, capsys):
     first, second = generate(source)[:2]
     row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal="pass",  # noqa: E731
                               before=m.describe(source)[0], after=m.describe(source)[1])
-    stale = dict(row(second, "pass"), line=9999)
+    stale = dict(row(second, "pass"), after="no such mutant")
     mutants.report("ev_expander", "hdl/ev_expander.py", [row(first, "pass"), row(second, "pass"), stale], True)
     rows = mutants.merged("ev_expander", source, [row(second, "fail")])
     assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]

@@ -260,20 +260,23 @@ def run_block(name, args):
 
 def merged(name, source, rows):
     """``rows`` with the earlier results in ``build/mutants/<name>.csv`` of the other mutants that the
-    source still has (same line, before and after; renumbered as now): a re-run of some mutants
-    updates the table."""
+    source still has (the same line before and after, on the same line number when the text alone is
+    ambiguous; renumbered as now): a re-run of some mutants updates the table."""
     out = OUT / f"{name}.csv"
-    current = {(m.line, *m.describe(source)): m.id for m in generate(source)}
+    by_text = {}
+    for m in generate(source):
+        by_text.setdefault(m.describe(source), []).append(m)
     new = {r["id"] for r in rows}
     kept = []
     if out.exists():
         with open(out, newline="") as f:
             for r in csv.DictReader(f):
                 r.pop("equivalent", None)
-                r["line"] = int(r["line"])
-                r["id"] = current.get((r["line"], r["before"], r["after"]))
-                if r["id"] is not None and r["id"] not in new:
-                    kept.append(r)
+                same = by_text.get((r["before"], r["after"]), [])
+                if len(same) > 1:
+                    same = [m for m in same if m.line == int(r["line"])]
+                if len(same) == 1 and same[0].id not in new:
+                    kept.append(dict(r, id=same[0].id, line=same[0].line))
     return sorted(kept + rows, key=lambda r: r["id"])
 
 
