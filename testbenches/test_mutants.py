@@ -101,7 +101,8 @@ def test_equivalences_are_mutants():
 
 def test_rerun_merges(monkeypatch, capsys):
     """A run of some mutants replaces their rows of the block's CSV and keeps the others; rows of
-    mutants the source no longer has are dropped; the summary counts the merged table."""
+    mutants the source no longer has are dropped, moved lines are followed; the summary counts the
+    merged table."""
     from tools import mutants
     out = ROOT / "build" / "mutants-selftest" / "merge"
     shutil.rmtree(out, ignore_errors=True)
@@ -109,13 +110,18 @@ def test_rerun_merges(monkeypatch, capsys):
     monkeypatch.setattr(mutants, "OUT", out)
     source = (ROOT / "hdl/ev_expander.py").read_text()
     first, second = generate(source)[:2]
-    row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal="pass",  # noqa: E731
-                              before=m.describe(source)[0], after=m.describe(source)[1])
+    row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, nth=0, sim=sim,  # noqa: E731
+                              formal="pass", before=m.describe(source)[0], after=m.describe(source)[1])
     stale = dict(row(second, "pass"), after="no such mutant")
     mutants.report("ev_expander", "hdl/ev_expander.py", [row(first, "pass"), row(second, "pass"), stale], True)
-    rows = mutants.merged("ev_expander", source, [row(second, "fail")])
+    rows = mutants.merged("ev_expander", source, [dict(row(second, "fail"), formal="fail")])
     assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]
     mutants.report("ev_expander", "hdl/ev_expander.py", rows, True)
+    capsys.readouterr()
+    mutants.main(["ev_expander", "--again", "--list"])
+    assert [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()] == [first.id], "--again: survivors"
+    moved = mutants.merged("ev_expander", "# an edit above every line\n" + source, [])
+    assert [(r["id"], r["line"]) for r in moved] == [(first.id, first.line + 1), (second.id, second.line + 1)]
     capsys.readouterr()
     mutants.summary(["ev_expander"])
     line = capsys.readouterr().out.splitlines()[1].split()

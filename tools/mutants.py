@@ -188,6 +188,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=integer(0), default=1, help="sample seed and traffic seed (default 1)")
     parser.add_argument("--match", action="append", default=[],
                         help="only mutants of source lines containing this text (repeatable: any of them)")
+    parser.add_argument("--id", type=integer(0), action="append", default=[],
+                        help="only this mutant (repeatable; the numbers --list and the report print)")
+    parser.add_argument("--again", action="store_true",
+                        help="only the mutants of the block's CSV that simulation or formal let pass (after a new "
+                             "test or property)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
@@ -197,8 +202,8 @@ def main(argv=None):
                         help="skip the unmutated run (when the suite has just run the block's tests)")
     args = parser.parse_args(argv)
     if args.block == "all":
-        if args.match:
-            raise ValueError("--match needs one block, not all")
+        if args.match or args.id:
+            raise ValueError("--match and --id need one block, not all")
         names = [n for n in registry.names() if generate((ROOT / f"hdl/{n}.py").read_text())]
     else:
         names = [block(args.block).name]
@@ -222,6 +227,14 @@ def run_block(name, args):
             raise ValueError(f"--match {text!r}: no mutant of a line containing it in {path}")
     if args.match:
         mutants = [m for m in mutants if any(text in source.splitlines()[m.line - 1] for text in args.match)]
+    for n in args.id:
+        if n >= len(generate(source)):
+            raise ValueError(f"--id {n}: {path} has mutants 0..{len(generate(source)) - 1}")
+    if args.id:
+        mutants = [m for m in mutants if m.id in args.id]
+    if args.again:
+        alive = {r["id"] for r in merged(b.name, source, []) if "pass" in (r["sim"], r["formal"])}
+        mutants = [m for m in mutants if m.id in alive]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
@@ -249,7 +262,7 @@ def run_block(name, args):
             else:
                 sim = _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT)
                 form = _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) if formal else "-"
-            rows.append(dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal=form,
+            rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=nth(source, m), sim=sim, formal=form,
                              before=before, after=after))
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
                   f"line {m.line}: sim {sim}, formal {form}", flush=True)
@@ -258,10 +271,17 @@ def run_block(name, args):
     report(b.name, path, merged(b.name, source, rows), formal)
 
 
+def nth(source, mutant):
+    """How many mutants of ``source`` before ``mutant`` have its line text before and after (so a
+    mutant is found again when edits elsewhere move its line)."""
+    text = mutant.describe(source)
+    return sum(m.describe(source) == text for m in generate(source) if m.id < mutant.id)
+
+
 def merged(name, source, rows):
     """``rows`` with the earlier results in ``build/mutants/<name>.csv`` of the other mutants that the
-    source still has (the same line before and after, on the same line number when the text alone is
-    ambiguous; renumbered as now): a re-run of some mutants updates the table."""
+    source still has (the same line text before and after, and the same ``nth`` such mutant;
+    renumbered as now): a re-run of some mutants updates the table."""
     out = OUT / f"{name}.csv"
     by_text = {}
     for m in generate(source):
@@ -273,10 +293,9 @@ def merged(name, source, rows):
             for r in csv.DictReader(f):
                 r.pop("equivalent", None)
                 same = by_text.get((r["before"], r["after"]), [])
-                if len(same) > 1:
-                    same = [m for m in same if m.line == int(r["line"])]
-                if len(same) == 1 and same[0].id not in new:
-                    kept.append(dict(r, id=same[0].id, line=same[0].line))
+                k = int(r.get("nth") or 0)
+                if k < len(same) and same[k].id not in new:
+                    kept.append(dict(r, id=same[k].id, line=same[k].line, nth=k))
     return sorted(kept + rows, key=lambda r: r["id"])
 
 
