@@ -2,7 +2,7 @@
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
-# BLOCK, N, MUTANT_ARGS (mutants: the block, how many mutants, more tools.mutants options).
+# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed

@@ -20,6 +20,9 @@ reached the PS (ACKs of other job+seqs, stray or early, are free). Proved:
 - ATP/ESA ACK: the cycle after an ACK that frees (not overflow=1 with resend=0), no slot holds its
   job+seq.
 
+Counters (``CounterSpec``, every policy, free reset): every counter rises by exactly one on the
+outcome the spec gives the beat from its own framing, length, header and slot-table shadow, wrapping.
+
 SwitchML: the spec follows one slot ``k0`` (any constant) whose packets all carry fan-in ``F`` and
 worker ``b``'s gradient ``g_b``; a worker sends to set ``t`` only while set ``1 - t`` is not
 mid-round (the workers alternate sets after a result; SwitchML's own window). Proved: for each
@@ -31,11 +34,12 @@ import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
+from formal.props import counters_follow
 from formal.runner import prove
-from hdl.aggregator import Aggregator, AggregatorParams
-from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, wire_bytes, wire_view
+from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
+from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, UDP, wire_bytes, wire_view
 from models.headers import ina_packet
-from models.wire import INT32_MAX, INT32_MIN
+from models.wire import INA_PORT, INT32_MAX, INT32_MIN, UDP_OFFSET
 
 LIMIT = 1 << 20     # |g_b| below this: W gradients never reach an int32 bound
 
@@ -306,6 +310,167 @@ class SlotRulesSpec(Elaboratable):
         return m
 
 
+class CounterSpec(Elaboratable):
+    """Every counter rises by exactly one on its event, as the spec classifies each beat itself (SPEC
+    section 3, the order of the block's docstring), and wraps (``counter_bits = 2``: the model masks
+    the count, so the fourth event of a kind wraps it to 0). Free single- or multi-beat traffic: free
+    ``first``/``last``, a free contiguous ``keep`` (any byte count 0..``data_bytes``), a free UDP
+    destination port (INA's or the next one), free INA header fields; reset free at every cycle.
+
+    The spec's own slot table (job+seq, bitmap, priority of a held slot; SwitchML: per set bitmap
+    and count-down) follows the packets it classified, reset empty with the design, and is asserted
+    equal to the design's registers (the invariant that makes the k-induction go through). From it
+    and the packet alone the spec names the outcome: a continuation beat outside a packet is
+    ``malformed``; a first beat too short to hold the UDP port or to another port ``passed``; an
+    INA packet not exactly one beat of ``length`` bytes ``malformed``; an ACK ``ack_freed`` iff it
+    frees (ATP/ESA: index in range, job+seq != 0 held by the slot, not overflow=1 with resend=0),
+    else ``ack_passed``; a bad header ``bad_header``; then the policy's outcome."""
+
+    def __init__(self, policy, slots=2, workers=3):
+        self.policy, self.slots, self.workers = policy, slots, workers
+
+    def elaborate(self, platform):
+        m = Module()
+        P, W, sml, esa = self.slots, self.workers, self.policy == "switchml", self.policy == "esa"
+        params = AggregatorParams(policy=self.policy, slots=P, workers=W, values=1, data_bytes=64, counter_bits=2)
+        m.submodules.dut = dut = Aggregator(params)
+        L = params.length
+        template = bytes(ina_packet(0, 0, 0, [0])).ljust(64, b"\0")
+        data = Signal(8 * 64)
+        ina = wire_view(INA, data, INA_OFFSET)
+        udp = wire_view(UDP, data, UDP_OFFSET)
+        to_ina, first, last = Signal(), Signal(), Signal()
+        n = Signal(range(65))        # bytes in the beat (keep is contiguous from byte 0)
+        m.d.comb += [data.eq(int.from_bytes(template, "little")), ina.as_value().eq(AnySeq(INA.size)),
+                     to_ina.eq(AnySeq(1)), udp.dport.eq(Mux(to_ina, INA_PORT, INA_PORT + 1)),
+                     first.eq(AnySeq(1)), last.eq(AnySeq(1)), n.eq(AnySeq(len(n))), Assume(n <= 64)]
+        m.d.comb += [
+            dut.i.payload.data.eq(data), dut.i.payload.keep.eq(Cat(*(n > b for b in range(64)))),
+            dut.i.payload.first.eq(first), dut.i.payload.last.eq(last), dut.i.payload.meta.port.eq(AnySeq(8)),
+            dut.i.valid.eq(AnySeq(1)), dut.o.ready.eq(AnySeq(1)),
+        ]
+        take = dut.i.valid & dut.i.ready
+        # framing (SPEC: a packet starts with a beat that has `first`; it ends with `last`)
+        inside, dropping = Signal(), Signal()
+        with m.If(take):
+            m.d.sync += inside.eq(~last & (first | inside))
+            with m.If(first):
+                m.d.sync += dropping.eq(to_ina & (n >= UDP_OFFSET + 4))
+        m.d.comb += [Assert(inside == dut.in_packet, "spec framing: inside a packet as the design's parser"),
+                     Assert(~inside | (dropping == dut.drop_rest),
+                            "spec framing: a dropped packet's rest as the design's")]
+        ev = {name: Signal(name=f"spec_{name}") for name in COUNTERS}
+        is_ina = to_ina & (n >= UDP_OFFSET + 4)
+        exact = last & (n == L)
+        bitmap_ok = (_popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W))
+        fanin_ok = (ina.fanin >= 2) & (ina.fanin <= W)
+        index = ina.index[:15] if sml else ina.index
+        flags_ok = ~ina.collision & ~ina.ack & ~ina.evict & ~ina.result & (ina.resv == 0)
+        if sml:
+            flags_ok &= ~ina.overflow & ~ina.ecn
+        else:
+            flags_ok &= ina.jobseq != 0
+        header_ok = bitmap_ok & fanin_ok & (index < P) & flags_ok
+        k = index[:max(1, (P - 1).bit_length())]
+        bit = ina.bitmap[:W]
+        contribution = Signal()
+        with m.If(~first):
+            m.d.comb += ev["malformed"].eq(~inside)
+        with m.Elif(~is_ina):
+            m.d.comb += ev["passed"].eq(1)
+        with m.Elif(~exact):
+            m.d.comb += ev["malformed"].eq(1)
+        with m.Elif(ina.ack):
+            if sml:
+                m.d.comb += ev["ack_passed"].eq(1)
+        with m.Elif(~header_ok):
+            m.d.comb += ev["bad_header"].eq(1)
+        with m.Else():
+            m.d.comb += contribution.eq(1)
+        ack = first & is_ina & exact & ina.ack
+        if sml:
+            self._switchml(m, dut, ev, contribution & take, ina, k, bit)
+        else:
+            self._atp(m, dut, ev, ack, contribution, take, ina, k, bit, esa)
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {name: take & ev[name] for name in COUNTERS}, saturating=False,
+                        block=f"aggregator ({self.policy}) ")
+        return m
+
+    def _atp(self, m, dut, ev, ack, contribution, take, ina, k, bit, esa):
+        P, W = self.slots, self.workers
+        js = [Signal(32, name=f"spec_js{q}") for q in range(P)]
+        bm = [Signal(W, name=f"spec_bm{q}") for q in range(P)]
+        prio = [Signal(8, name=f"spec_prio{q}") for q in range(P)]
+        for q in range(P):
+            m.d.comb += [Assert(js[q] == dut.slot_jobseq[q], f"spec slot {q}: job+seq as the design's"),
+                         Assert(bm[q] == dut.slot_bitmap[q], f"spec slot {q}: bitmap as the design's")]
+            with m.If(js[q] != 0):
+                m.d.comb += Assert(prio[q] == dut.slot_priority[q], f"spec slot {q}: a holder's priority")
+        r_js, r_bm, r_prio = Array(js)[k], Array(bm)[k], Array(prio)[k]
+        frees = (ina.index < P) & ~(ina.overflow & ~ina.resend) & (ina.jobseq != 0) & (r_js == ina.jobseq)
+        with m.If(ack):
+            m.d.comb += [ev["ack_freed"].eq(frees), ev["ack_passed"].eq(~frees)]
+        held_by_other = (r_js != 0) & (r_js != ina.jobseq)
+        match = ~held_by_other & ~((r_js == 0) & ina.resend)
+        new = (bit & ~r_bm) != 0
+        complete = _popcount(r_bm | bit) == ina.fanin
+        occupy, release, claim = Signal(), Signal(), Signal()
+        with m.If(~contribution):
+            pass
+        with m.Elif(ina.overflow | (~match & ina.resend)):
+            m.d.comb += ev["forwarded"].eq(1)
+        with m.Elif(~match & ((ina.priority > r_prio) if esa else 0)):
+            m.d.comb += [ev["preempted"].eq(1), claim.eq(1)]
+        with m.Elif(~match):
+            m.d.comb += ev["collision"].eq(1)
+        with m.Elif(ina.resend):
+            m.d.comb += [ev["flushed"].eq(1), release.eq(1)]
+        with m.Elif(complete):
+            m.d.comb += [ev["completed"].eq(new), ev["resent"].eq(~new)]
+            m.d.comb += (release if esa else occupy).eq(1)
+        with m.Else():
+            m.d.comb += [ev["consumed"].eq(new), ev["duplicate"].eq(~new), occupy.eq(1)]
+        for q in range(P):
+            with m.If(take & (k == q)):
+                with m.If(claim):
+                    m.d.sync += [js[q].eq(ina.jobseq), bm[q].eq(bit), prio[q].eq(ina.priority)]
+                with m.If(occupy):
+                    m.d.sync += [js[q].eq(ina.jobseq), bm[q].eq(r_bm | bit)]
+                    with m.If(r_js == 0):
+                        m.d.sync += prio[q].eq(ina.priority)
+                with m.If(release | (ack & frees)):
+                    m.d.sync += [js[q].eq(0), bm[q].eq(0)]
+
+    def _switchml(self, m, dut, ev, contribute, ina, k, bit):
+        P, W = self.slots, self.workers
+        bm = [[Signal(W, name=f"spec_bm{q}_{t}") for t in range(2)] for q in range(P)]
+        cnt = [[Signal(range(W), name=f"spec_cnt{q}_{t}") for t in range(2)] for q in range(P)]
+        for q in range(P):
+            for t in range(2):
+                m.d.comb += [Assert(bm[q][t] == dut.sml_bitmap[q][t], f"spec slot {q} set {t}: bitmap as the design's"),
+                             Assert(cnt[q][t] == dut.sml_count[q][t],
+                                    f"spec slot {q} set {t}: count-down as the design's")]
+        s = ina.index[15]
+        mine = Array(Array(row) for row in bm)[k][s]
+        count = Array(Array(row) for row in cnt)[k][s]
+        retrans = (mine & bit) != 0
+        with m.If(contribute):
+            with m.If(retrans):
+                m.d.comb += [ev["resent"].eq(count == 0), ev["duplicate"].eq(count != 0)]
+            with m.Else():
+                m.d.comb += [ev["completed"].eq(count == 1), ev["consumed"].eq(count != 1)]
+            for q in range(P):
+                with m.If(k == q):
+                    for t in range(2):
+                        with m.If(s == t):
+                            m.d.sync += bm[q][t].eq(bm[q][t] | bit)
+                            with m.If(~retrans):
+                                m.d.sync += cnt[q][t].eq(Mux(cnt[q][t] == 0, ina.fanin - 1, cnt[q][t] - 1))
+                        with m.Else():
+                            m.d.sync += bm[q][t].eq(bm[q][t] & ~bit)
+
+
 @pytest.mark.parametrize("policy", ["atp", "esa"])
 def test_aggregator_slot_rules(policy):
     """Saturation at the int32 bounds and the priority rule (proof), and their covers reached (ESA)."""
@@ -323,3 +488,9 @@ def test_aggregator_proof(policy):
 def test_aggregator_cover(policy):
     """The properties are not vacuous: aggregation, eviction/flush, forwarding, ACK frees, answers."""
     prove(AggregatorSpec(policy, cover=True), f"aggregator_cover_{policy}", depth=8, mode="cover")
+
+
+@pytest.mark.parametrize("policy", ["atp", "switchml", "esa"])
+def test_aggregator_counters(policy):
+    """Every counter increments exactly on the spec's own classification of the beat, wrapping; free reset."""
+    prove(CounterSpec(policy), f"aggregator_counters_{policy}", depth=2, mode="prove")

@@ -29,12 +29,20 @@ indices, built from the ``fwd`` events alone. Properties:
   over a reset shows as a close or NACK the shadow never saw forwarded; the cycle after a reset the
   three outputs are empty, and the phase table (the spec's own, from the valid writes) is reset to
   ``(tau 0, deadline)``;
+- malformed (its own bmc run, ``test_tracker_malformed``, depth ``MALFORMED_DEPTH``): the spec judges
+  every packet by the SPEC's header rules itself, on its own framing (first beat held, length from the
+  beats: an earlier beat or a last beat of >= 53 bytes): ver 1, reserved flag bits and fields 0,
+  phase < phases, 1 <= cnt <= e_max, idx < cnt, UDP to ``port``; a packet they reject raises
+  ``malformed`` by one; a packet they accept, of slot ``s``, raises it by one iff it belongs to the
+  live round (the shadow's) with another cnt or phase than the round's opening packet (the shadow
+  records them from its forward and the spec's framing); no decision, no change;
 - liveness (bounded check, with the close/NACK outputs always ready and no table writes): an open
   round of slot ``s`` closes within (``retry_max`` + 1) x (D + rounds x (words + 2)) cycles; checked
   alone (the safety properties are the safety run's) at ``LIVE`` parameters in the default suite.
 
-Default suite: safety bmc depth 10, liveness at ``LIVE`` (depth 19), covers. The deep runs (safety to
-depth 14, liveness at ``PARAMS``) are a command: ``python -m formal.test_bounded_loss_tracker --deep``.
+Default suite: safety bmc depth 10, malformed bmc depth 8, liveness at ``LIVE`` (depth 19), covers. The
+deep runs (safety to depth 14, liveness at ``PARAMS``) are a command:
+``python -m formal.test_bounded_loss_tracker --deep``.
 
 The design's own invariants (``BoundedLossTracker._invariants``: count == popcount of the bitmap
 registers, 1 <= count < E, a live slot is clean, one access per bitmap bank per cycle) are checked
@@ -43,12 +51,13 @@ along the way.
 import sys
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
+from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import FormalFailure, prove
 from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLossTracker, BoundedLossTrackerParams
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
+from models import wire
 from models.bounded_loss_tracker import PACKET_COUNTERS
 from models.headers import dblp_packet
 from tools.cli import Parser, run
@@ -72,8 +81,8 @@ class _Discard:
 class TrackerSpec(Elaboratable):
     """The tracker with free inputs and the properties above (``liveness``: outputs ready, no cfg)."""
 
-    def __init__(self, params=PARAMS, liveness=False, cover=False):
-        self.params, self.liveness, self.cover = params, liveness, cover
+    def __init__(self, params=PARAMS, liveness=False, cover=False, malformed=False):
+        self.params, self.liveness, self.cover, self.malformed = params, liveness, cover, malformed
 
     def elaborate(self, platform):
         m = Module()
@@ -119,7 +128,9 @@ class TrackerSpec(Elaboratable):
         f, c, n = dut.fwd.payload, dut.close.payload, dut.nack.payload
 
         # the safety properties (the liveness run checks only its own: they are proved by the safety run)
-        safety = _Discard() if self.liveness else m.d.comb
+        # (the malformed run checks only the malformed judgement, at a smaller depth)
+        safety = _Discard() if self.liveness or self.malformed else m.d.comb
+        judged = m.d.comb if self.malformed else _Discard()
 
         # --- the spec's own framing: every forward carries its packet's header fields and handle ---
         taken = dut.i.valid & dut.i.ready
@@ -128,15 +139,27 @@ class TrackerSpec(Elaboratable):
         first = ~sp_inside
         cur = [Mux(first, shim.job, sp_job), Mux(first, shim.round, sp_round), Mux(first, shim.idx, sp_idx),
                Mux(first, shim.phase, sp_phase)]
+        # the SPEC's header rules, judged on the first beat (held) and the spec's own length
+        hdr_rules = ((shim.ver == wire.DBLP_VERSION) & (shim.fresv == 0) & (shim.resv == 0) & (shim.resv2 == 0)
+                     & (shim.phase < p.phases) & (shim.cnt >= 1) & (shim.cnt <= E) & (shim.idx < shim.cnt)
+                     & ~wrong_port)
+        sp_hdr_ok, sp_cnt = Signal(), Signal(16)
+        with m.If(taken & first):
+            m.d.sync += [sp_hdr_ok.eq(hdr_rules), sp_cnt.eq(shim.cnt)]
+        cur_cnt = Mux(first, shim.cnt, sp_cnt)
+        # well formed: header rules and at least DBLP_HEADER_BYTES (an earlier beat is data_bytes long)
+        well_formed = Mux(first, hdr_rules, sp_hdr_ok) & (sp_inside | (keep_bytes >= wire.DBLP_HEADER_BYTES))
+
         with m.If(taken):
             m.d.sync += sp_inside.eq(~last)
             m.d.sync += [r.eq(v) for r, v in zip((sp_job, sp_round, sp_idx, sp_phase), cur)]
         decided, d_job, d_round, d_idx, d_phase = Signal(), Signal(8), Signal(16), Signal(16), Signal(4)
         d_handle, handles = Signal(p.handle_bits), Signal(p.handle_bits)
         m.d.sync += decided.eq(taken & last)
+        d_cnt = Signal(16)
         with m.If(taken & last):
             m.d.sync += [d_job.eq(cur[0]), d_round.eq(cur[1]), d_idx.eq(cur[2]), d_phase.eq(cur[3]),
-                         d_handle.eq(handles), handles.eq(handles + 1)]
+                         d_handle.eq(handles), handles.eq(handles + 1), d_cnt.eq(cur_cnt)]
 
         with m.If(new_fwd):
             safety += [Assert(decided, "a forward follows the last beat of its packet"),
@@ -209,6 +232,35 @@ class TrackerSpec(Elaboratable):
                          Assert(n.count == popcount, "a NACK's count is the popcount of the round's bitmap"),
                          Assert(n.missing == first_missing, "a NACK names the first missing index")]
 
+        # --- malformed: exactly the packets the SPEC's rules reject ---
+        # Header rules (any slot): the counter rises by one. A well-formed packet of slot s: by one iff
+        # it is of the live round (the shadow's, with this cycle's forward and close) with another cnt or
+        # phase than the round's opening packet (the shadow keeps them, from its own framing).
+        sh_cnt, sh_phase = Signal(16), Signal(4)
+        opens = fwd_s & ~sh_live
+        with m.If(opens):
+            m.d.sync += [sh_cnt.eq(d_cnt), sh_phase.eq(f.phase)]
+        live_now = (sh_live | fwd_s) & ~close_s
+        tag_now = Mux(fwd_s, Cat(f.job, f.round), Cat(sh_job, sh_round))
+        cnt_now, phase_now = Mux(opens, d_cnt, sh_cnt), Mux(opens, f.phase, sh_phase)
+        mismatch = (live_now & (tag_now == Cat(cur[0], cur[1]))
+                    & ((cur_cnt != cnt_now) | (cur[3] != phase_now)))
+        m_dec, m_bad, m_s, m_mis = Signal(), Signal(), Signal(), Signal()
+        m_before = Signal(p.counter_bits)
+        m.d.sync += [m_dec.eq(taken & last), m_bad.eq(~well_formed), m_s.eq((cur[1][:lr] == s) if lr else 1),
+                     m_mis.eq(mismatch), m_before.eq(dut.malformed)]
+        plus_one = Mux(m_before == cmax, cmax, m_before + 1)
+        with m.If(~m_dec):
+            judged += Assert(dut.malformed == m_before, "malformed: unchanged without a decision")
+        with m.Elif(m_bad):
+            judged += Assert(dut.malformed == plus_one,
+                             "malformed: +1 for a packet the header rules reject (length, port, ver, reserved, "
+                             "phase, cnt, idx)")
+        with m.Elif(m_s):
+            judged += Assert(dut.malformed == Mux(m_mis, plus_one, m_before),
+                             "malformed: a well-formed packet of slot s counts iff its cnt or phase differ from "
+                             "its live round's")
+
         # --- conservation (until a counter may have saturated) ---
         accepted, fwds, closes, nacks = (Signal(p.counter_bits, name=x)
                                          for x in ("accepted", "fwds", "closes", "nacks"))
@@ -229,7 +281,7 @@ class TrackerSpec(Elaboratable):
         assert set(PACKET_COUNTERS) <= set(COUNTERS)
 
         # --- counter increments and reset ---
-        if not self.liveness:
+        if not self.liveness and not self.malformed:
             lost = Signal.like(c.cnt)
             m.d.comb += lost.eq(c.cnt - c.count)
             q = dut.cfg.payload
@@ -258,7 +310,10 @@ class TrackerSpec(Elaboratable):
             with m.If(sh_live):
                 m.d.comb += Assert(sh_age <= bound, "an open round closes within (retry_max+1)(D + scan time)")
 
-        if self.cover:
+        if self.cover and self.malformed:
+            m.d.comb += [Cover(m_dec & m_bad, "a packet the header rules reject"),
+                         Cover(m_dec & m_s & m_mis & ~m_bad, "a well-formed packet of slot s with another cnt/phase")]
+        elif self.cover:
             m.d.comb += [
                 Cover(close_s & (c.kind == BOUNDED) & (c.count < c.cnt), "slot s closes BOUNDED with loss"),
                 Cover(close_s & (c.kind == ABORT), "slot s aborts"),
@@ -284,6 +339,16 @@ def live_bound(p):
 def test_tracker_safety(depth=10, name="bounded_loss_tracker_safety"):
     """Close kinds, count == popcount, forwarded once, nothing after close, conservation (bounded)."""
     prove(TrackerSpec(), name, depth=depth, mode="bmc")
+
+
+def test_tracker_malformed():
+    """``malformed`` counts exactly the packets the SPEC's rules reject (bounded, its own run: in the safety
+    run it cost +16 s CPU)."""
+    prove(TrackerSpec(malformed=True), "bounded_loss_tracker_malformed", depth=MALFORMED_DEPTH, mode="bmc")
+
+
+#: Depth of the malformed run: a round opened, then a mismatching packet of it, from reset (see PROGRESS).
+MALFORMED_DEPTH = 8
 
 
 def test_tracker_liveness(params=LIVE, name="bounded_loss_tracker_liveness"):

@@ -17,12 +17,15 @@ own scan, counts or floor logic. For every transfer:
   a GOOD slot (the spec's count of GOOD slots), ``backup`` on every backup event taken, ``denied`` on
   a deny of a live slot (its EV, GOOD or SKIP), ``demoted`` / ``demote_suppressed`` on a loss of a
   live slot above / at the floor (no backup in its plane and at most ``min_active`` usable slots);
-  ``ecn_skip + ecn_held`` on an ECN event of a live slot, ``trim_skip + trim_kept`` on a trim; every other
+  each on its own event of a live slot, judged on the state the selection left (the spec's own scan
+  from the cursor: the first SKIP passed before the first GOOD turns GOOD): ``ecn_skip`` on an ECN of
+  a GOOD slot, ``ecn_held`` of a SKIP one, ``trim_skip`` on a non-last-hop trim of a GOOD slot,
+  ``trim_kept`` on any other trim; ``skip_cleared`` when the scan clears a SKIP; every other
   event taken (valid) increments exactly one of ``EVENT_COUNTERS`` and no event none of them
   (checked while no event counter is at its top).
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Assert, Cover, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Array, Assert, Cover, Elaboratable, Module, ResetSignal, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
@@ -114,11 +117,25 @@ class SelectorSpec(Elaboratable):
                          "backup": is_kind["backup"], "denied": is_kind["deny"] & t_live,
                          "demoted": is_kind["loss"] & t_live & ~floor,
                          "demote_suppressed": is_kind["loss"] & t_live & floor})
-        for pair, kind_name in ((("ecn_skip", "ecn_held"), "ecn"), (("trim_skip", "trim_kept"), "trim")):
-            both = Signal(p.counter_bits + 1, name=f"{kind_name}_pair")
-            m.d.comb += both.eq(getattr(dut, pair[0]) + getattr(dut, pair[1]))
-            counters_follow(m, {f"{pair[0]}+{pair[1]}": both}, {f"{pair[0]}+{pair[1]}": is_kind[kind_name] & t_live},
-                            saturating=False, when=(both < (1 << p.counter_bits) - 1))
+        # ECN and trim, per counter: the event reads the state the selection left. The spec's own scan:
+        # from the cursor (architectural state, zero after a reset) in rotation order, the first SKIP
+        # passed before the first GOOD (or anywhere when there is none) is cleared to GOOD.
+        at = [Signal(range(n), name=f"scan{o}") for o in range(n)]
+        m.d.comb += [a.eq((dut.cursor + o) % n) for o, a in enumerate(at)]
+        st = [Array(state)[a] for a in at]
+        clears = Signal(n)
+        for o in range(n):
+            passed = [(st[j] == GOOD) | (st[j] == SKIP) for j in range(o)]
+            m.d.comb += clears[o].eq(req.want & (st[o] == SKIP) & (count(passed) == 0 if passed else 1))
+        t_good = Signal()                 # the event's slot is GOOD once the selection is done
+        for k in range(n):
+            with m.If(e.slot == k):
+                m.d.comb += t_good.eq((state[k] == GOOD) | (count(clears[o] & (at[o] == k) for o in range(n)) != 0))
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"ecn_skip": is_kind["ecn"] & t_live & t_good, "ecn_held": is_kind["ecn"] & t_live & ~t_good,
+                         "trim_skip": is_kind["trim"] & t_live & t_good & ~e.last_hop,
+                         "trim_kept": is_kind["trim"] & t_live & ~(t_good & ~e.last_hop),
+                         "skip_cleared": go & (clears != 0)})
         top = (1 << p.counter_bits) - 1
         ev_before = [Signal(p.counter_bits, name=f"{name}_was") for name in EVENT_COUNTERS]
         m.d.sync += [b.eq(getattr(dut, name)) for b, name in zip(ev_before, EVENT_COUNTERS)]

@@ -35,8 +35,9 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import data
 
+from formal.props import after_reset, counters_follow
 from formal.runner import prove
-from hdl.spill_buffer import CreditCore, SpillBuffer, SpillBufferParams, SpillCore
+from hdl.spill_buffer import CREDIT_COUNTERS, CreditCore, SpillBuffer, SpillBufferParams, SpillCore
 from hdl.spill_node import SpillNode, SpillNodeParams
 from models import wire
 from models.headers import IP, UDP, Ether
@@ -435,6 +436,32 @@ class CreditSpec(Elaboratable):
             Assert(~(late_forwarded & early_out), "late is never forwarded while early is out"),
             Assert(~(out["late"][2] & early_out), "late is never re-injected before early"),
         ]
+        # The verdict and every counter, from the spec's own judgement of the arrival: bad (malformed or
+        # port >= ports); must spill (queue depth >= high, or packets of the flow (port: of the port) out,
+        # from the shadow's records); oversize (length > mtu); overflow (the shadow's credit, capacity minus
+        # the port's packets out, is 0).
+        outq = Array(node[q].len + sum((held.len > k) & (held.items[k].port == q) for k in range(S + 1))
+                     for q in range(P))
+        flow_out = Array(sum(ok & (r.flow == f) for _, _, r, ok in live) for f in range(F))
+        bad = a.malformed | (a.port >= P)
+        ordered = (flow_out[a.flow] != 0) if p.order == "flow" else (outq[a.port[:1]] != 0)
+        must_spill = ~bad & ((Array(core.qdepth)[a.port[:1]] >= p.high) | ordered)
+        oversize = must_spill & (a.length > p.mtu)
+        overflow = must_spill & ~oversize & (outq[a.port[:1]] == C)
+        kind = Mux(bad | oversize | overflow, 2, Mux(must_spill, 1, 0))
+        m.d.comb += Assert(~decided | (v.kind == kind), "the verdict is the spec's: forward, spill or drop")
+        counters_follow(m, {name: getattr(core, name) for name in CREDIT_COUNTERS}, {
+            "forwarded": decided & ~bad & ~must_spill, "spilled": decided & must_spill & ~oversize & ~overflow,
+            "reinjected": done, "spill_overflow": decided & overflow, "spill_oversize": decided & oversize,
+            "malformed": decided & bad, "drain_requests": requested,
+            "return_malformed": core.ret_valid & ~(ret_fits & (Array(inflight)[ret_port] != 0)),
+            "misordered": Const(0)}, saturating=False, block="credit core ")
+        # Reset (free at every cycle): the cycle after it every credit is capacity, nothing asked or held.
+        m.d.comb += Assert(~after_reset(m) | ((Cat(*core.credit) == Cat(*(Const(C, range(C + 1)) for _ in range(P))))
+                                              & (Cat(*core.unasked, *core.asked) == 0) & (core.reserved == 0)
+                                              & (core.window == 0) & (core.used == 0) & (core.rr == 0)
+                                              & ~core.req.valid),
+                           "a reset gives every credit back, nothing asked, no return slot, window at 0")
         m.d.comb += [Cover(out["early"][1] & out["late"][1]), Cover(core.spill_overflow != 0)]
         return m
 
@@ -547,6 +574,39 @@ class SwitchSpec(Elaboratable):
             ]
             total_data.append(data_started)
         m.d.comb += Assert(forwarded + sum(total_data) <= accepted, "no packet both forwarded and spilled")
+
+        # Counters seen from the ports. Re-injected: a spilled packet's last beat leaving o; drain
+        # requests: a DRAIN frame leaving spill_o (the spec's parse); return_malformed: a frame's first
+        # beat on spill_i (the spec's own framing; spill_i.ready is 1) that is not a RETURN of the spill
+        # EtherType with a payload for a port < ports with a drain outstanding (the spec's drains minus
+        # the returns it accepted); every packet accepted on i is counted once by one verdict counter.
+        ri, rx_inside = dut.spill_i, Signal()
+        r_first = ri.valid & ~rx_inside
+        with m.If(ri.valid):
+            m.d.sync += rx_inside.eq(~ri.payload.last)
+        r_port = byte(ri.payload, wire.SPILL_PORT_AT)
+        r_good = ((Cat(byte(ri.payload, wire.ETHERTYPE_AT + 1), byte(ri.payload, wire.ETHERTYPE_AT))
+                   == wire.ETHERTYPE_SPILL) & (byte(ri.payload, wire.SPILL_OP_AT) == wire.SPILL_RETURN)
+                  & ~(ri.payload.last & ~ri.payload.keep[wire.SPILL_HEADER_BYTES]) & (r_port < P))
+        asked = [Signal(range(C + 2), name=f"spec_asked{q}") for q in range(P)]
+        accept = r_first & r_good & (Array(asked)[r_port[:1]] != 0)
+        for q in range(P):
+            m.d.sync += asked[q].eq(asked[q] + (drain & (cur_port == q)) - (accept & (r_port == q)))
+        counters_follow(m, {name: getattr(dut, name) for name in CREDIT_COUNTERS}, {
+            "reinjected": o_take & o.payload.last & o.payload.meta.spilled, "drain_requests": drain,
+            "return_malformed": r_first & ~accept}, saturating=False, block="switch ")
+        verdicts = sum(getattr(dut, name) for name in ("forwarded", "spilled", "spill_overflow", "spill_oversize",
+                                                        "malformed"))
+        m.d.comb += Assert(verdicts[:p.counter_bits] == accepted[:p.counter_bits],
+                           "every packet accepted on i is counted by exactly one verdict counter")
+        # Reset (free at every cycle): the cycle after it both outputs are idle, every credit is back.
+        idle = ~o.valid & ~so.valid & (dut.outstanding == 0)
+        for q in range(P):
+            idle &= dut.credits[q] == C
+        for name in CREDIT_COUNTERS:
+            idle &= getattr(dut, name) == 0
+        m.d.comb += Assert(~after_reset(m) | idle, "switch: a reset idles o and spill_o, returns every credit and "
+                                                  "clears the counters")
         return m
 
 
@@ -813,6 +873,12 @@ class RoundTripSpec(Elaboratable):
             Assert(~out["late"][2] | out["late"][0], "late is re-injected only after it was spilled"),
             Cover(out["early"][1]),                             # one round trip: 7 cycles
         ]
+        # Reset (free at every cycle; the links reset with both ends): the cycle after it the node holds
+        # nothing and sends nothing, the switch has every credit back and no return slot reserved.
+        idle = ~node.o.valid & (core.reserved == 0)
+        for q in range(P):
+            idle &= (node.counts[q] == 0) & (node.requests[q] == 0) & (core.credit[q] == C)
+        m.d.comb += Assert(~after_reset(m) | idle, "round trip: a reset empties the node and returns every credit")
         if self.inductive:
             self._strengthen(m, locals())
         if self.depth >= 12:                                    # both tracked packets through the node: 12

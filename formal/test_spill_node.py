@@ -14,7 +14,7 @@ Every input is free (frames on ``i``, ``o.ready``). Properties, k-inductive toge
   zero (the SPEC's empty node).
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Array, Assert, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
@@ -71,9 +71,71 @@ class Spec(Elaboratable):
         return m
 
 
+class CounterSpec(Spec):
+    """Every counter against the spec's own judgement of each frame (``models.spill_node.classify``,
+    SPEC section 1), k-inductive with the base properties. Frames as a link carries them: every beat
+    but the last full, the last one 1..``data_bytes`` bytes from byte 0 (the judgement is on lengths).
+    The spec's framing (a frame starts after a last beat), the first beat's header held (EtherType,
+    op, port, count, byte count), the beats counted. At a frame's last beat: malformed (a one-beat frame
+    shorter than the header, EtherType not 0x88B5, port >= ports, op neither DATA nor DRAIN, a DATA
+    frame of the header alone, a DRAIN of count 0), oversize (DATA of more than ``beats`` beats),
+    overflow (DATA whose port's FIFO was full at the frame's first beat), received (stored), drains
+    (a DRAIN) and drain_empty (by ``count - min(count, stored - requested)`` of its port). The FIFO
+    fill and requests are the node's architectural state, bounded and conserved by ``Spec``."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        node = self.node
+        P, C, B, W = node.ports, node.capacity, node.beats, node.data_bytes
+        H = wire.SPILL_HEADER_BYTES
+        beat = node.i.payload
+        n = Signal(range(W + 1))
+        m.d.comb += [n.eq(sum(beat.keep[k] for k in range(W))),
+                     Assume(beat.keep == Mux(beat.last, (Const(1, W + 1) << n) - 1, (1 << W) - 1)), Assume(n >= 1)]
+        take = node.i.valid
+        inside, nb = Signal(), Signal(range(B + 1))
+        first = ~inside
+        byte = lambda at: beat.data[8 * at:8 * at + 8]      # noqa: E731
+        h_type, h_op, h_port, h_count, h_full = Signal(16), Signal(8), Signal(8), Signal(8), Signal()
+        etype = Mux(first, Cat(byte(wire.ETHERTYPE_AT + 1), byte(wire.ETHERTYPE_AT)), h_type)
+        op, port = Mux(first, byte(wire.SPILL_OP_AT), h_op), Mux(first, byte(wire.SPILL_PORT_AT), h_port)
+        cnt = Mux(first, byte(wire.SPILL_COUNT_AT), h_count)
+        port_ok = port < P
+        counts, requests = Array(node.counts), Array(node.requests)
+        full = Mux(first, port_ok & (counts[port[:1]] == C), h_full)
+        with m.If(take):
+            m.d.sync += [inside.eq(~beat.last), nb.eq(Mux(beat.last, 0, Mux(nb == B, B, nb + 1))),
+                         h_type.eq(etype), h_op.eq(op), h_port.eq(port), h_count.eq(cnt), h_full.eq(full)]
+        m.d.comb += [Assert(inside == node.parser.inside, "spec framing: inside a frame as the node's parser"),
+                     Assert(nb == node.beat_no, "spec framing: beats of the frame so far"),
+                     Assert(~inside | (h_full == node.full_held), "spec framing: full at the first beat")]
+        held = node.parser.header            # inside a frame: the header the node holds from its first beat
+        hbyte = lambda at: held[8 * at:8 * at + 8]          # noqa: E731
+        m.d.comb += Assert(~inside | ((h_type == Cat(hbyte(wire.ETHERTYPE_AT + 1), hbyte(wire.ETHERTYPE_AT)))
+                                      & (h_op == hbyte(wire.SPILL_OP_AT)) & (h_port == hbyte(wire.SPILL_PORT_AT))
+                                      & (h_count == hbyte(wire.SPILL_COUNT_AT))),
+                           "spec framing: the first beat's header as the node holds it")
+        end = take & beat.last
+        header_ok = ~(first & (n < H)) & (etype == wire.ETHERTYPE_SPILL) & port_ok
+        is_drain = header_ok & (op == wire.SPILL_DRAIN) & (cnt != 0)
+        is_data = header_ok & (op == wire.SPILL_DATA) & ~(first & (n == H))
+        oversize = is_data & (nb >= B)
+        available = counts[port[:1]] - requests[port[:1]]
+        granted = Mux(cnt < available, cnt, available)
+        counters_follow(m, {name: getattr(node, name) for name in COUNTERS}, {
+            "received": end & is_data & ~oversize & ~full, "overflow": end & is_data & ~oversize & full,
+            "oversize": end & oversize, "malformed": end & ~is_data & ~is_drain, "drains": end & is_drain,
+            "drain_empty": Mux(end & is_drain, cnt - granted, 0)}, saturating=False, block="spill node ")
+        return m
+
+
 def test_spill_node_prove():
     prove(Spec(), "spill_node", depth=6, mode="prove")
 
 
 def test_spill_node_cover():
     prove(Spec(), "spill_node_cover", depth=20, mode="cover")
+
+
+def test_spill_node_counters():
+    prove(CounterSpec(), "spill_node_counters", depth=6, mode="prove")

@@ -121,6 +121,8 @@ class Aggregator(wiring.Component):
             self.slot_priority = [Signal(8, name=f"priority{k}") for k in range(P)]
             self.slot_fanin = [Signal(8, name=f"fanin{k}") for k in range(P)]
             self.slot_values = [[Signal(signed(32), name=f"value{k}_{v}") for v in range(V)] for k in range(P)]
+        self.in_packet = Signal(name="in_packet")      # framing: a packet's beat was accepted, no last yet
+        self.drop_rest = Signal(name="drop_rest")      # ... and its remaining beats are dropped
 
     def elaborate(self, platform):
         m = Module()
@@ -147,8 +149,8 @@ class Aggregator(wiring.Component):
             exact.eq(beat.last & beat.keep[self.length - 1]
                      & (~beat.keep[self.length] if self.length < self.data_bytes else 1)),
         ]
-        in_packet = parser.inside   # a multi-beat packet is in progress
-        drop_rest = Signal()        # ... and its remaining beats are dropped
+        in_packet, drop_rest = self.in_packet, self.drop_rest
+        m.d.comb += in_packet.eq(parser.inside)
         bit = ina.bitmap[:W]
         slot_index = ina.index[:15] if sml else ina.index
         index_ok = slot_index < P

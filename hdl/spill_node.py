@@ -71,6 +71,7 @@ class SpillNode(wiring.Component):
         self.write = self.mem.write_port()      # the memory's one write port
         self.parser = Parser(self.i.payload, self.i.valid, header_bytes=wire.SPILL_HEADER_BYTES, hold=True)
         self.full_held = Signal()               # the frame's FIFO was full at its first beat
+        self.beat_no = Signal(range(self.beats + 1))    # beats of the frame before this one (saturating)
 
     def elaborate(self, platform):
         m = Module()
@@ -87,7 +88,7 @@ class SpillNode(wiring.Component):
         shim = wire_view(SPILL, parser.header, wire.SPILL_OFFSET)
         port_ok = shim.port < P
         port = shim.port[:max(1, (P - 1).bit_length())]
-        beat_no = Signal(range(B + 1))          # beats of the frame before this one (saturating)
+        beat_no = self.beat_no
         full_held = self.full_held
         full = Mux(parser.first, port_ok & (counts[port] == C), full_held)
         with m.If(transfer):

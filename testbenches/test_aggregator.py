@@ -635,7 +635,8 @@ async def atp_check_app_id_and_seq_resend(dut):
 @cocotb.test()
 async def atp_clean_app_id_and_seq(dut):
     """clean_app_id_and_seq: a PS ACK frees the slot on a job+seq match, complete or not (an early
-    ACK), unless overflow=1 and resend=0; a stray ACK frees nothing; every ACK is forwarded as is."""
+    ACK), unless overflow=1 and resend=0; a stray ACK frees nothing (another job+seq, or the holder's with
+    an index past the pool); every ACK is forwarded as is."""
     t, rng, nprng = await setup(dut)
     V, W = t.values, t.params.workers
     t.answer = False
@@ -645,11 +646,14 @@ async def atp_clean_app_id_and_seq(dut):
     (h, meta), = await t.outputs(ina_packet(0, a.jobseq, 0, [0] * V, overflow=1, **ack))
     assert h.ack and meta["port"] == worker_port(0) and t.model.state[0].jobseq == a.jobseq, "overflow=1 resend=0 keeps"
     await t.outputs(ina_packet(0, 0xBAD, 0, [0] * V, **ack))             # stray
+    alias = 1 << (t.params.slots - 1).bit_length()                     # past the pool; its low bits name slot 0
+    await t.outputs(ina_packet(0, a.jobseq, alias, [0] * V, **ack))     # stray: the holder's job+seq, no such slot
     assert t.model.state[0].jobseq == a.jobseq
+    t.check_counters(t.model.counters)      # now: later steps would free the slot either way
     await t.outputs(ina_packet(0, a.jobseq, 0, [0] * V, overflow=1, resend=1, **ack))
     assert t.model.state[0].jobseq == 0 and t.model.counters["ack_freed"] == 1, "early ACK frees a partial"
     await t.outputs(a.packet(2), ina_packet(0, a.jobseq, 0, [0] * V, **ack))
-    assert t.model.counters["ack_freed"] == 2 and t.model.counters["ack_passed"] == 2
+    assert t.model.counters["ack_freed"] == 2 and t.model.counters["ack_passed"] == 3
     t.finish("clean_app_id_and_seq")
 
 

@@ -1,6 +1,7 @@
 """The mutation tool: its operators on a small Amaranth function, and a fixed sample of spill buffer
 mutants that the spill buffer's testbench must kill (the sample CI runs; ``make mutants`` runs more)."""
 import ast
+import shutil
 import subprocess
 import sys
 
@@ -20,7 +21,13 @@ def elaborate(self, platform):
     m.d.comb += self.o.eq(count[0:2] | self.a)
     if self.mode == "x":
         m.d.comb += self.p.eq(1)
+    m.d.comb += Assert(count < 9, "a property, not logic")
     return m
+
+
+def _invariants(self, m):
+    with m.If(self.a == 1):
+        m.d.comb += [Assert(self.b), Cover(self.c)]
 '''
 
 
@@ -40,6 +47,7 @@ def test_operators():
     assert not any("count[0:3]" in t or "count[1:2]" in t for t in texts), "slices are elaboration, not logic"
     assert not any("self.mode != 'x'" in t for t in texts), "a configuration choice is not a mutant"
     assert any("Signal(4, init=(0))" in t for t in texts), "a reset value changed"
+    assert all("count < 9" in t and "self.a == 1" in t for t in texts), "properties are the proofs' code, not logic"
 
 
 #: The fixed CI sample: the in-switch spill buffer's handle counter enable and its FIFO-full test.
@@ -74,3 +82,48 @@ def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
     assert "equivalent #1 cmp hdl/demo.py:3: x = a < b  ->  x = (a <= b): a never equals b" in out, out
     assert "0 invalid, 1 equivalent; of the other 1, killed by simulation 1/1 (100 %), by formal 0/1 (0 %)" in out, out
     assert "survivor" not in out, out
+
+
+def test_equivalences_are_mutants():
+    """Every mutant argued equivalent is still a mutant of its block's source (no stale argument)."""
+    import tomllib
+
+    from tools import mutants
+    argued = tomllib.loads(mutants.EQUIVALENT.read_text())
+    assert argued, "the equivalence file argues no mutant"
+    for name, entries in argued.items():
+        source = (ROOT / f"hdl/{name}.py").read_text()
+        pairs = {m.describe(source) for m in generate(source)}
+        for e in entries:
+            assert (e["before"], e["after"]) in pairs, f"{name}: {e['before']} -> {e['after']} is no mutant"
+            assert len(e["why"].split()) >= 10, f"{name}: {e['before']}: argue why no input tells them apart"
+
+
+def test_rerun_merges(monkeypatch, capsys):
+    """A run of some mutants replaces their rows of the block's CSV and keeps the others; rows of
+    mutants the source no longer has are dropped, moved lines are followed; the summary counts the
+    merged table."""
+    from tools import mutants
+    out = ROOT / "build" / "mutants-selftest" / "merge"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    monkeypatch.setattr(mutants, "OUT", out)
+    source = (ROOT / "hdl/ev_expander.py").read_text()
+    first, second = generate(source)[:2]
+    row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, nth=0, sim=sim,  # noqa: E731
+                              formal="pass", before=m.describe(source)[0], after=m.describe(source)[1])
+    stale = dict(row(second, "pass"), after="no such mutant")
+    mutants.report("ev_expander", "hdl/ev_expander.py", [row(first, "pass"), row(second, "pass"), stale], True)
+    rows = mutants.merged("ev_expander", source, [dict(row(second, "fail"), formal="fail")])
+    assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]
+    mutants.report("ev_expander", "hdl/ev_expander.py", rows, True)
+    capsys.readouterr()
+    mutants.main(["ev_expander", "--again", "--list"])
+    assert [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()] == [first.id], "--again: survivors"
+    moved = mutants.merged("ev_expander", "# an edit above every line\n" + source, [])
+    assert [(r["id"], r["line"]) for r in moved] == [(first.id, first.line + 1), (second.id, second.line + 1)]
+    capsys.readouterr()
+    mutants.summary(["ev_expander"])
+    line = capsys.readouterr().out.splitlines()[1].split()
+    assert line[:3] == ["ev_expander", str(len(generate(source))), "2"], line
+    assert f"#{first.id}" in line and "1/2" in line, line

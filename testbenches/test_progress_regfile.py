@@ -9,7 +9,7 @@ from cocotb.triggers import RisingEdge
 from hdl.packet import beat_layout
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams, config_layout
 from models import wire
-from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, Raw, roce_packet
+from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, IPv6, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
 
@@ -491,15 +491,19 @@ async def remove_mid_traffic(dut):
 @cocotb.test()
 async def parser_limits(dut):
     """IPv4/UDP packets of exactly 37 and 38 bytes (UDP port complete at 38) and RoCEv2 packets of
-    53 and 54 bytes (BTH complete at 54): malformed below each limit, parsed at it."""
+    53 and 54 bytes (BTH complete at 54): malformed below each limit, parsed at it; an IPv6 frame
+    with 17 at the IPv4 protocol offset is not IPv4 (unknown)."""
     t = TB(dut)
     await tb.reset(dut)
     await install_ring(t, 0, 1, 0)
     roce = bytes(ring_packet(0, 0, 0))
     other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    # IPv6 carrying RoCEv2: its source address puts 17 (UDP) where IPv4 keeps the protocol: not IPv4, unknown
+    v6 = bytes(Ether() / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
+    assert v6[wire.IP_PROTO_AT] == 17
     cases = [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"),
              (other[:38], "unknown"), (roce[:53], "malformed"), (roce[:54], "tracked"),
-             (ring_packet(0, 0, 1), "tracked")]
+             (ring_packet(0, 0, 1), "tracked"), (v6, "unknown")]
     for raw, _ in cases:
         t.send(raw)
     await t.settle()

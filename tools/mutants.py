@@ -1,4 +1,4 @@
-"""Mutation run of one block: ``python -m tools.mutants BLOCK [--n N] [--seed S] [--list]``.
+"""Mutation run of one block or all: ``python -m tools.mutants BLOCK|all [--n N] [--seed S] [--list] [--summary]``.
 
 Mutants are small faults put into the block's RTL source ``hdl/<block>.py``, one at a time, by
 source-level operators on the code that builds logic (functions that add to ``m.d``):
@@ -10,6 +10,9 @@ source-level operators on the code that builds logic (functions that add to ``m.
 - ``drop``: an assignment ``m.d.<domain> += ...`` removed (a register not updated, a signal left
   at its default);
 - ``init``: a signal's ``init=`` value changed (a register reset to the wrong value).
+
+``Assert``/``Assume``/``Cover`` calls in a block's source (invariants for the proofs) are not
+mutated: they are verification code, not the design.
 
 ``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
 copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
@@ -30,6 +33,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 
+import registry
 from registry import ROOT, block
 from tools.cli import Parser, integer, run
 
@@ -39,6 +43,7 @@ EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 #: Directories and files the copy needs to build and test a block.
 COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
         "pyproject.toml")
+CHECKS = ("Assert", "Assume", "Cover")
 SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
@@ -68,10 +73,23 @@ class Mutant:
         return before, after
 
 
-def _logic_functions(tree, source):
-    """Function definitions whose body adds to ``m.d`` (the code that builds logic)."""
+def _is_check(node):
+    """An ``Assert``/``Assume``/``Cover`` call: a property for the proofs, not logic of the design."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CHECKS
+
+
+def _adds(function):
+    """The values a function adds to ``m.d.<domain>``, each list flattened."""
+    for node in ast.walk(function):
+        if (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute)
+                and ast.unparse(node.target.value) == "m.d"):
+            yield from node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+
+
+def _logic_functions(tree):
+    """Function definitions that add logic to ``m.d`` (not only properties: those are the proofs' code)."""
     return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
-            and "m.d." in (ast.get_source_segment(source, node) or "")]
+            and not all(_is_check(value) for value in _adds(node)) and any(True for _ in _adds(node))]
 
 
 def _replace(node, new, operator, found):
@@ -91,7 +109,9 @@ def generate(source):
     for node in ast.walk(tree):       # bit positions and widths are elaboration-time Python, not logic
         if isinstance(node, ast.Subscript):
             seen.update(id(n) for n in ast.walk(node.slice))
-    for function in _logic_functions(tree, source):
+        elif _is_check(node):
+            seen.update(id(n) for n in ast.walk(node))
+    for function in _logic_functions(tree):
         for node in ast.walk(function):
             if id(node) in seen:
                 continue
@@ -118,7 +138,7 @@ def generate(source):
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
                 _replace(node, node.operand, "logic", found)
             elif (isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute)
-                  and ast.unparse(node.target.value) == "m.d"):
+                  and ast.unparse(node.target.value) == "m.d" and not all(map(_is_check, _adds(node)))):
                 _replace(node, ast.Pass(), "drop", found)
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg in ("init", "reset") and _is_int(node.value):
@@ -163,18 +183,40 @@ def valid(tree, name):
 
 def main(argv=None):
     parser = Parser(prog="mutants", description=__doc__.split("\n\n")[0])
-    parser.add_argument("block", help="a registered block")
-    parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw (default: all)")
+    parser.add_argument("block", help="a registered block, or all (every block with logic of its own)")
+    parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw per block (default: all)")
     parser.add_argument("--seed", type=integer(0), default=1, help="sample seed and traffic seed (default 1)")
     parser.add_argument("--match", action="append", default=[],
                         help="only mutants of source lines containing this text (repeatable: any of them)")
+    parser.add_argument("--id", type=integer(0), action="append", default=[],
+                        help="only this mutant (repeatable; the numbers --list and the report print)")
+    parser.add_argument("--again", action="store_true",
+                        help="only the mutants of the block's CSV that simulation or formal let pass (after a new "
+                             "test or property)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--summary", action="store_true",
+                        help="print the table of the results in build/mutants/, run nothing")
     parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
     parser.add_argument("--no-formal", action="store_true", help="simulation only")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the unmutated run (when the suite has just run the block's tests)")
     args = parser.parse_args(argv)
-    b = block(args.block)
+    if args.block == "all":
+        if args.match or args.id:
+            raise ValueError("--match and --id need one block, not all")
+        names = [n for n in registry.names() if generate((ROOT / f"hdl/{n}.py").read_text())]
+    else:
+        names = [block(args.block).name]
+    if not args.summary:
+        for name in names:
+            run_block(name, args)
+    if args.summary or len(names) > 1:
+        summary(names)
+
+
+def run_block(name, args):
+    """``args``' mutants of block ``name``: listed, or run and reported (merged into its CSV)."""
+    b = block(name)
     path = f"hdl/{b.name}.py"
     source = (ROOT / path).read_text()
     mutants = generate(source)
@@ -185,6 +227,14 @@ def main(argv=None):
             raise ValueError(f"--match {text!r}: no mutant of a line containing it in {path}")
     if args.match:
         mutants = [m for m in mutants if any(text in source.splitlines()[m.line - 1] for text in args.match)]
+    for n in args.id:
+        if n >= len(generate(source)):
+            raise ValueError(f"--id {n}: {path} has mutants 0..{len(generate(source)) - 1}")
+    if args.id:
+        mutants = [m for m in mutants if m.id in args.id]
+    if args.again:
+        alive = {r["id"] for r in merged(b.name, source, []) if "pass" in (r["sim"], r["formal"])}
+        mutants = [m for m in mutants if m.id in alive]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
@@ -198,8 +248,8 @@ def main(argv=None):
     formal = b.formal and not args.no_formal
     print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
           + ("" if args.no_baseline else "; baseline run first"), flush=True)
-    if not args.no_baseline and _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
-            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass"):
+    if not args.no_baseline and (_pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
+            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass")):
         raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
     rows, started = [], time.monotonic()
     target = tree / path
@@ -212,13 +262,66 @@ def main(argv=None):
             else:
                 sim = _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT)
                 form = _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) if formal else "-"
-            rows.append(dict(id=m.id, operator=m.operator, line=m.line, sim=sim, formal=form,
+            rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=nth(source, m), sim=sim, formal=form,
                              before=before, after=after))
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
                   f"line {m.line}: sim {sim}, formal {form}", flush=True)
     finally:
         target.write_text(source)
-    report(b.name, path, rows, formal)
+    report(b.name, path, merged(b.name, source, rows), formal)
+
+
+def nth(source, mutant):
+    """How many mutants of ``source`` before ``mutant`` have its line text before and after (so a
+    mutant is found again when edits elsewhere move its line)."""
+    text = mutant.describe(source)
+    return sum(m.describe(source) == text for m in generate(source) if m.id < mutant.id)
+
+
+def merged(name, source, rows):
+    """``rows`` with the earlier results in ``build/mutants/<name>.csv`` of the other mutants that the
+    source still has (the same line text before and after, and the same ``nth`` such mutant;
+    renumbered as now): a re-run of some mutants updates the table."""
+    out = OUT / f"{name}.csv"
+    by_text = {}
+    for m in generate(source):
+        by_text.setdefault(m.describe(source), []).append(m)
+    new = {r["id"] for r in rows}
+    kept = []
+    if out.exists():
+        with open(out, newline="") as f:
+            for r in csv.DictReader(f):
+                r.pop("equivalent", None)
+                same = by_text.get((r["before"], r["after"]), [])
+                k = int(r.get("nth") or 0)
+                if k < len(same) and same[k].id not in new:
+                    kept.append(dict(r, id=same[k].id, line=same[k].line, nth=k))
+    return sorted(kept + rows, key=lambda r: r["id"])
+
+
+def summary(names):
+    """One line per block of the results in ``build/mutants/<block>.csv``."""
+    print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
+          f"{'combined':>13} survivors")
+    for name in names:
+        source = (ROOT / f"hdl/{name}.py").read_text()
+        total, out = len(generate(source)), OUT / f"{name}.csv"
+        rows = merged(name, source, []) if out.exists() else []
+        if not rows:
+            print(f"{name:22} {total:7} {0:5}")
+            continue
+        argued = equivalent(name)
+        valid_rows = [r for r in rows if r["sim"] != "invalid"]
+        live = [r for r in valid_rows if (r["before"], r["after"]) not in argued]
+        dead = lambda r, key: r[key] in ("fail", "timeout")      # noqa: E731
+        rate = lambda k: f"{k}/{len(live)} {100 * k / len(live):3.0f}%" if live else "-"     # noqa: E731
+        formal = any(r["formal"] != "-" for r in live)
+        left = [f"#{r['id']}" for r in live if not dead(r, "sim") and not dead(r, "formal")]
+        print(f"{name:22} {total:7} {len(rows):5} {len(rows) - len(valid_rows):7} {len(valid_rows) - len(live):5} "
+              f"{rate(sum(dead(r, 'sim') for r in live)):>13} "
+              f"{rate(sum(dead(r, 'formal') for r in live)) if formal else '-':>13} "
+              f"{rate(sum(dead(r, 'sim') or dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
+    print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv)")
 
 
 def equivalent(name):
