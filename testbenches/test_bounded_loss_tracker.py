@@ -1216,7 +1216,7 @@ async def deadlines_and_nacks(dut):
     first missing index in a later bitmap word, the search one word per cycle; retransmission then
     BOUNDED; ABORT after ``retry_max`` NACKs; retry bookkeeping in the events; a NACK search held by
     a full ``nack`` register; config rows with tau > 255, deadline 0 or a deadline past
-    ``deadline_bits`` rejected."""
+    ``deadline_bits`` rejected, deadline 1 written."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
     await t.reset()
@@ -1258,7 +1258,7 @@ async def deadlines_and_nacks(dut):
     assert t.closes[-1][1]["kind"] == "ABORT" and t.closes[-1][1]["retries"] == p.retry_max
     t.configure(row(0, 256, 40), row(0, 0, 0), row(0, 0, 1 << p.deadline_bits))  # tau > 255, deadline 0
                                                                        # and one too wide: rejected
-    t.configure(row(0, 0, 40))
+    t.configure(row(0, 0, 1), row(0, 0, 40))                           # the shortest deadline is written
     await t.run(4)
     t.sinks["nack"].set_pause_generator(itertools.repeat(True))        # the first NACK stays in its register:
     held = len(t.nacks)
@@ -1270,7 +1270,7 @@ async def deadlines_and_nacks(dut):
     assert [n["retries"] for _, n in t.nacks[held:]] == list(range(1, p.retry_max + 1))
     assert t.closes[-1][1]["kind"] == "ABORT"
     c = t.finish("deadlines_and_nacks")
-    assert c["loss_aborted"] == 2 * (cnt - 1) and c["cfg_rejected"] == 3, c
+    assert c["loss_aborted"] == 2 * (cnt - 1) and c["cfg_rejected"] == 3 and c["cfg_writes"] == 7, c
 
 
 @cocotb.test()
