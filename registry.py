@@ -28,6 +28,7 @@ class Block:
     stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
     bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
     variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
+    tests: tuple = ()           #: more testbenches that exercise the block (``make mutants`` runs them too)
 
     def _load(self, module, name):
         return getattr(importlib.import_module(f"{module}.{self.name}"), name)
@@ -64,7 +65,8 @@ BLOCKS = {b.name: b for b in [
           bench={"data_bytes": 64}),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
           "Spillway spill buffer manager, switch side of a spill node (variant inswitch: "
-          "in-switch buffering baseline)", spec="§1", variants={"inswitch": {"mode": "inswitch"}}),
+          "in-switch buffering baseline)", spec="§1", variants={"inswitch": {"mode": "inswitch"}},
+          tests=("testbenches/test_spillway.py",)),
     Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1",
           stimulus="spill", bench={"data_bytes": 128}),

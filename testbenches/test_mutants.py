@@ -127,3 +127,17 @@ def test_rerun_merges(monkeypatch, capsys):
     line = capsys.readouterr().out.splitlines()[1].split()
     assert line[:3] == ["ev_expander", str(len(generate(source))), "2"], line
     assert f"#{first.id}" in line and "1/2" in line, line
+
+
+def test_sim_tests_exist():
+    """Every block's simulations that ``make mutants`` runs are tests pytest collects (a missing one
+    would stop the run: pytest's usage errors are not kills)."""
+    from registry import BLOCKS
+    from tools import mutants
+    paths = [path for b in BLOCKS.values() if b.name != "packet_fifo" for path in mutants.sim_tests(b)]
+    assert "testbenches/test_spillway.py" in paths, "the disaggregated spill buffer's closed loop"
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *paths], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    with pytest.raises(RuntimeError, match="could not run"):
+        mutants._pytest(ROOT, ["testbenches/test_soak.py::test_soak[no_such_block-soak]"], 1, 0, 600)

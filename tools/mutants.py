@@ -16,8 +16,9 @@ mutated: they are verification code, not the design.
 
 ``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
 copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
-or emit is ``invalid``. The others run the block's testbench (``testbenches/test_<block>.py``) and
-its proofs (``formal/test_<block>.py``), each stopping at the first failure; a mutant is killed by
+or emit is ``invalid``. The others run the block's simulations (``sim_tests``: its testbench
+``testbenches/test_<block>.py``, the other testbenches that exercise it, its soak runs) and its
+proofs (``formal/test_<block>.py``), each stopping at the first failure; a mutant is killed by
 simulation, by formal, or survives. The report (terminal and ``build/mutants/<block>.csv``) gives
 the kill rates and every survivor with its line, to be killed by a new test or property or argued
 equivalent in ``tools/equivalent_mutants.toml`` (the rates count the other mutants).
@@ -161,17 +162,28 @@ def copy_tree(dest):
         venv.symlink_to(ROOT / ".venv")
 
 
-def _pytest(tree, path, seed, jobs, timeout):
-    """Run ``path``'s tests in ``tree`` stopping at the first failure: "pass", "fail" or "timeout"."""
-    if not (tree / path).exists():
-        return "none"
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", path,
+def sim_tests(b):
+    """The tests that simulate block ``b``, in the order run: its testbench, the other testbenches
+    that exercise it (``Block.tests``), its soak runs (the defaults and each variant)."""
+    from testbenches.test_soak import BLOCKS as SOAKED
+    labels = [label for label in SOAKED if label.partition("[")[0] == b.name]
+    return [f"testbenches/test_{b.name}.py", *b.tests,
+            *(f"testbenches/test_soak.py::test_soak[{label}-soak]" for label in labels)]
+
+
+def _pytest(tree, paths, seed, jobs, timeout):
+    """Run the tests ``paths`` in ``tree`` stopping at the first failure: "pass", "fail" or "timeout";
+    ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error)."""
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *paths,
                *(["-n", str(jobs)] if jobs else [])]
     try:
         result = subprocess.run(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout"
+    if result.returncode not in (0, 1):
+        tail = result.stdout.strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {result.returncode}): {tail[0]}")
     return "pass" if result.returncode == 0 else "fail"
 
 
@@ -244,12 +256,12 @@ def run_block(name, args):
         return
     tree = OUT / b.name / "tree"
     copy_tree(tree)
-    sim_tests, formal_tests = f"testbenches/test_{b.name}.py", f"formal/test_{b.name}.py"
+    sims, proofs = sim_tests(b), [f"formal/test_{b.name}.py"]
     formal = b.formal and not args.no_formal
     print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
           + ("" if args.no_baseline else "; baseline run first"), flush=True)
-    if not args.no_baseline and (_pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT) != "pass" or (
-            formal and _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) != "pass")):
+    if not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT) != "pass" or (
+            formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
         raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
     rows, started = [], time.monotonic()
     target = tree / path
@@ -260,8 +272,8 @@ def run_block(name, args):
             if not valid(tree, b.name):
                 sim = form = "invalid"
             else:
-                sim = _pytest(tree, sim_tests, args.seed, args.jobs, TIMEOUT)
-                form = _pytest(tree, formal_tests, args.seed, args.jobs, TIMEOUT) if formal else "-"
+                sim = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT)
+                form = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) if formal else "-"
             rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=nth(source, m), sim=sim, formal=form,
                              before=before, after=after))
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
