@@ -45,6 +45,7 @@ EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
         "pyproject.toml")
 CHECKS = ("Assert", "Assume", "Cover")
+KILLED = ("fail", "timeout")
 SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
@@ -203,8 +204,8 @@ def main(argv=None):
     parser.add_argument("--id", type=integer(0), action="append", default=[],
                         help="only this mutant (repeatable; the numbers --list and the report print)")
     parser.add_argument("--again", action="store_true",
-                        help="only the mutants of the block's CSV that simulation or formal let pass (after a new "
-                             "test or property)")
+                        help="only the mutants of the block's CSV that simulation or formal let pass, each "
+                             "run again where it passed (after a new test or property)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
@@ -245,10 +246,12 @@ def run_block(name, args):
     if args.id:
         mutants = [m for m in mutants if m.id in args.id]
     if args.again:
-        alive = {r["id"] for r in merged(b.name, source, []) if "pass" in (r["sim"], r["formal"])}
-        mutants = [m for m in mutants if m.id in alive]
+        earlier = {r["id"]: r for r in merged(b.name, source, []) if "pass" in (r["sim"], r["formal"])}
+        mutants = [m for m in mutants if m.id in earlier]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
+    if not args.again:
+        earlier = {}
     if args.list:
         for m in mutants:
             before, after = m.describe(source)
@@ -269,11 +272,14 @@ def run_block(name, args):
         for n, m in enumerate(mutants, 1):
             before, after = m.describe(source)
             target.write_text(m.apply(source))
+            before_run = earlier.get(m.id, {})          # --again: a kill already recorded stands
             if not valid(tree, b.name):
                 sim = form = "invalid"
             else:
-                sim = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT)
-                form = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) if formal else "-"
+                sim = before_run.get("sim") if before_run.get("sim") in KILLED else _pytest(
+                    tree, sims, args.seed, args.jobs, TIMEOUT)
+                form = "-" if not formal else before_run.get("formal") if before_run.get("formal") in KILLED else (
+                    _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT))
             rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=nth(source, m), sim=sim, formal=form,
                              before=before, after=after))
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
