@@ -331,13 +331,13 @@ def summary(names):
         argued = equivalent(name)
         valid_rows = [r for r in rows if r["sim"] != "invalid"]
         live = [r for r in valid_rows if (r["before"], r["after"]) not in argued]
-        dead = lambda r, key: r[key] in ("fail", "timeout")      # noqa: E731
-        rate = lambda k: f"{k}/{len(live)} {100 * k / len(live):3.0f}%" if live else "-"     # noqa: E731
-        formal = any(r["formal"] != "-" for r in live)
+        dead = lambda r, key: r[key] in KILLED      # noqa: E731
+        proved = [r for r in live if r["formal"] != "-"]       # rows of runs with the proofs
+        rate = lambda k, of=live: f"{k}/{len(of)} {100 * k / len(of):3.0f}%" if of else "-"     # noqa: E731
         left = [f"#{r['id']}" for r in live if not dead(r, "sim") and not dead(r, "formal")]
         print(f"{name:22} {total:7} {len(rows):5} {len(rows) - len(valid_rows):7} {len(valid_rows) - len(live):5} "
               f"{rate(sum(dead(r, 'sim') for r in live)):>13} "
-              f"{rate(sum(dead(r, 'formal') for r in live)) if formal else '-':>13} "
+              f"{rate(sum(dead(r, 'formal') for r in proved), proved):>13} "
               f"{rate(sum(dead(r, 'sim') or dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
     print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv)")
 
@@ -365,12 +365,13 @@ def report(name, path, rows, formal):
         print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
               + " ".join(r["equivalent"].split()))
     live = [r for r in rows if r["sim"] != "invalid" and not r["equivalent"]]
-    killed = lambda key: sum(r[key] in ("fail", "timeout") for r in live)      # noqa: E731
-    both = sum(r["sim"] in ("fail", "timeout") or r["formal"] in ("fail", "timeout") for r in live)
-    rate = lambda k: f"{k}/{len(live)} ({100 * k / len(live):.0f} %)" if live else "-"  # noqa: E731
+    proved = [r for r in live if r["formal"] != "-"]       # rows of runs with the proofs
+    killed = lambda key, of=live: sum(r[key] in KILLED for r in of)      # noqa: E731
+    both = sum(r["sim"] in KILLED or r["formal"] in KILLED for r in live)
+    rate = lambda k, of=live: f"{k}/{len(of)} ({100 * k / len(of):.0f} %)" if of else "-"  # noqa: E731
     print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(live) - len(same)} invalid, {len(same)} "
           f"equivalent; of the other {len(live)}, killed by simulation "
-          f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal'))}" if formal else "")
+          f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal', proved), proved)}" if formal else "")
           + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
     for r in live:
         if r["sim"] not in ("fail", "timeout") and r["formal"] not in ("fail", "timeout"):
