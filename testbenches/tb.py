@@ -220,7 +220,7 @@ class _Stream:
     def __init__(self, dut, name, layout):
         self.edge = RisingEdge(dut.clk)
         self.rst = getattr(dut, "rst", None)
-        self.layout = layout
+        self.name, self.layout = name, layout
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
         self.payload = getattr(dut, f"{name}__payload")
@@ -258,13 +258,20 @@ class _Stream:
         self.queue.clear()
 
 
+#: Cycles an offered item may wait for ``ready`` before its source calls the DUT hung (no test holds
+#: a stream anywhere near this long; a design that never takes an item fails the test, not the timeout).
+HANG_CYCLES = 100_000
+
+
 class StreamSource(_Stream):
     """Drives ``<name>__valid``/``__payload`` from a queue of dicts and counts transfers; drops its
-    queue and releases ``valid`` while the DUT is in reset."""
+    queue and releases ``valid`` while the DUT is in reset; fails the test when an offered item waits
+    ``HANG_CYCLES`` cycles for ``ready``."""
 
     def __init__(self, dut, name, layout):
         super().__init__(dut, name, layout)
         self.sent = 0
+        self.waited = 0
         self.driving = False
         self.valid.value = 0
         self.idle = Event()
@@ -286,6 +293,7 @@ class StreamSource(_Stream):
         """Drop everything queued and release ``valid``."""
         super().clear()
         self.driving = False
+        self.waited = 0
         self.valid.value = 0
         self.idle.set()
 
@@ -303,6 +311,12 @@ class StreamSource(_Stream):
             if self.driving and self.ready.value:
                 self._transferred(self.queue.popleft())
                 self.driving = False
+                self.waited = 0
+            elif self.driving:
+                self.waited += 1
+                if self.waited >= HANG_CYCLES:
+                    raise AssertionError(f"{self.name}: ready stayed low for {HANG_CYCLES} cycles with an item "
+                                         "offered (the DUT never takes it)")
             if not self.driving and not self.queue:
                 self.idle.set()
             if not self.driving and self.queue and not self._paused():
