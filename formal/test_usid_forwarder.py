@@ -211,11 +211,12 @@ class ForwarderSpec(Elaboratable):
         t_decap = [Signal(name=f"t_decap{k}") for k in range(n)]
         c = dut.cfg.payload
         for k in range(n):
-            with m.If(dut.cfg.valid & (c.index == k)):
+            with m.If(dut.cfg.valid & dut.cfg.ready & (c.index == k)):
                 m.d.sync += [t_valid[k].eq(c.valid), t_key[k].eq(c.key), t_port[k].eq(c.port), t_decap[k].eq(c.decap)]
             m.d.comb += Assert((dut.route_valid[k] == t_valid[k]) & (dut.route_key[k] == t_key[k])
                                & (dut.route_port[k] == t_port[k]) & (dut.route_decap[k] == t_decap[k]),
                                f"route entry {k} follows the writes (empty after reset)")
+        m.d.comb += Assert(dut.cfg.ready, "cfg is always ready (one table write per cycle)")
         lfsr = Signal(16, init=p.lfsr_seed)
         with m.If(dut.i.valid & dut.i.ready):
             m.d.sync += lfsr.eq((lfsr >> 1) ^ Mux(lfsr[0], LFSR_TAPS, 0))
