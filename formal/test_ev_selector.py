@@ -22,10 +22,13 @@ own scan, counts or floor logic. For every transfer:
   a GOOD slot, ``ecn_held`` of a SKIP one, ``trim_skip`` on a non-last-hop trim of a GOOD slot,
   ``trim_kept`` on any other trim; ``skip_cleared`` when the scan clears a SKIP; every other
   event taken (valid) increments exactly one of ``EVENT_COUNTERS`` and no event none of them
-  (checked while no event counter is at its top).
+  (checked while no event counter is at its top);
+- the scan's clear and the refill take effect: a SKIP slot the spec's scan clears is GOOD after the
+  transfer (unless the event names that slot), and a live slot lost or denied while its plane has
+  backups holds the EV at the head of the plane's FIFO (its architectural state before), GOOD.
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Array, Assert, Cover, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Array, Assert, Cat, Cover, Elaboratable, Module, ResetSignal, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
@@ -136,6 +139,27 @@ class SelectorSpec(Elaboratable):
                          "trim_skip": is_kind["trim"] & t_live & t_good & ~e.last_hop,
                          "trim_kept": is_kind["trim"] & t_live & ~(t_good & ~e.last_hop),
                          "skip_cleared": go & (clears != 0)})
+        # the scan's clear and a refill take effect: a SKIP slot the spec's scan clears is GOOD after the
+        # cycle (unless the cycle's event names that slot); a live slot lost or denied while its plane
+        # has backups holds, GOOD, the EV at the head of that plane's FIFO (architectural state before)
+        named = e.valid & ((e.kind == KIND["ecn"]) | (e.kind == KIND["trim"]) | (e.kind == KIND["loss"])
+                           | (e.kind == KIND["deny"]))
+        clear_due = Signal(n)
+        m.d.sync += clear_due.eq(Cat(go & (count(clears[o] & (at[o] == k) for o in range(n)) != 0)
+                                     & ~(named & (e.slot == k)) for k in range(n)))
+        refill_due, refill_slot, refill_ev = Signal(), Signal.like(e.slot), Signal(p.ev_bits)
+        head_ev = Signal(p.ev_bits)
+        for q in range(planes):
+            with m.If(e.slot % planes == q):
+                m.d.comb += head_ev.eq(Array(dut.fifo[q])[dut.head[q]])
+        m.d.sync += [refill_due.eq((is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)),
+                     refill_slot.eq(e.slot), refill_ev.eq(head_ev)]
+        for k in range(n):
+            with m.If(clear_due[k]):
+                m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
+            with m.If(refill_due & (refill_slot == k)):
+                m.d.comb += Assert((state[k] == GOOD) & (ev[k] == refill_ev),
+                                   "a lost or denied slot is refilled GOOD with its plane's next backup EV")
         top = (1 << p.counter_bits) - 1
         ev_before = [Signal(p.counter_bits, name=f"{name}_was") for name in EVENT_COUNTERS]
         m.d.sync += [b.eq(getattr(dut, name)) for b, name in zip(ev_before, EVENT_COUNTERS)]
