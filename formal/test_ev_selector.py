@@ -25,10 +25,13 @@ own scan, counts or floor logic. For every transfer:
   (checked while no event counter is at its top);
 - the scan's clear and the refill take effect: a SKIP slot the spec's scan clears is GOOD after the
   transfer (unless the event names that slot), and a live slot lost or denied while its plane has
-  backups holds the EV at the head of the plane's FIFO (its architectural state before), GOOD.
+  backups holds the EV at the head of the plane's FIFO (its architectural state before), GOOD
+  (``refilled`` counts exactly those);
+- the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
+  past it.
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Array, Assert, Cat, Cover, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Array, Assert, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
@@ -154,6 +157,19 @@ class SelectorSpec(Elaboratable):
                 m.d.comb += head_ev.eq(Array(dut.fifo[q])[dut.head[q]])
         m.d.sync += [refill_due.eq((is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)),
                      refill_slot.eq(e.slot), refill_ev.eq(head_ev)]
+        # the selection is the first GOOD slot from the cursor (the spec's scan), and the cursor moves past it
+        pick, found = Signal(range(n)), Signal()
+        for o in reversed(range(n)):
+            with m.If(st[o] == GOOD):
+                m.d.comb += [pick.eq(at[o]), found.eq(1)]
+        with m.If(dut.o.valid & out.selected):
+            m.d.comb += Assert(found & (out.slot == pick), "the selected slot is the first GOOD one from the cursor")
+        moved, cursor_to = Signal(), Signal(range(n))
+        m.d.sync += [moved.eq(go & req.want & found), cursor_to.eq(Mux(pick == n - 1, 0, pick + 1))]
+        with m.If(moved):
+            m.d.comb += Assert(dut.cursor == cursor_to, "the cursor moves past the selected slot")
+        counters_follow(m, {"refilled": dut.refilled},
+                        {"refilled": (is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)})
         for k in range(n):
             with m.If(clear_due[k]):
                 m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
