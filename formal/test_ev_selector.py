@@ -27,6 +27,9 @@ own scan, counts or floor logic. For every transfer:
   transfer (unless the event names that slot), and a live slot lost or denied while its plane has
   backups holds the EV at the head of the plane's FIFO (its architectural state before), GOOD
   (``refilled`` counts exactly those);
+- the probe pool: ``probe_ok`` / ``probe_restored`` / ``probe_fail`` / ``probe_full`` on the model's
+  rules read on the pool's state, and the entry updates they imply (count + 1, freed, count 0, a
+  demoted EV in the lowest free entry);
 - the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
   past it.
 """
@@ -170,6 +173,41 @@ class SelectorSpec(Elaboratable):
             m.d.comb += Assert(dut.cursor == cursor_to, "the cursor moves past the selected slot")
         counters_follow(m, {"refilled": dut.refilled},
                         {"refilled": (is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)})
+        # the probe pool (the model's rules on the pool's architectural state): a probe of a valid entry
+        # holding its EV succeeds (count + 1; the probe_ok_n-th frees the entry) or fails (count 0); a
+        # demoting loss puts the slot's EV in the lowest free entry (count 0), none free: probe_full
+        pv, pe = Array(dut.pool_valid)[e.index], Array(dut.pool_ev)[e.index]
+        po = Array(dut.pool_ok)[e.index]
+        hit = is_kind["probe"] & pv & (pe == e.ev)
+        full_pool = Cat(*dut.pool_valid).all()
+        demoting = is_kind["loss"] & t_live & ~floor
+        counters_follow(m, {name: getattr(dut, name) for name in ("probe_fail", "probe_ok", "probe_restored",
+                                                                  "probe_full")},
+                        {"probe_fail": hit & ~e.ok, "probe_ok": hit & e.ok & (po + 1 < p.probe_ok_n),
+                         "probe_restored": hit & e.ok & (po + 1 >= p.probe_ok_n), "probe_full": demoting & full_pool})
+        free_at = Signal(range(p.probe_slots))
+        for k in reversed(range(p.probe_slots)):
+            with m.If(~dut.pool_valid[k]):
+                m.d.comb += free_at.eq(k)
+        was = {name: Signal.like(v, name=f"probe_{name}") for name, v in
+               (("hit", hit), ("ok", e.ok), ("count", po), ("index", e.index), ("ev", e.ev), ("free_at", free_at))}
+        was_demoting, was_plane = Signal(), Signal(range(planes))
+        m.d.sync += [was[name].eq(v) for name, v in (("hit", hit), ("ok", e.ok), ("count", po), ("index", e.index),
+                                                       ("ev", e.ev), ("free_at", free_at))]
+        m.d.sync += [was_demoting.eq(demoting & ~full_pool), was_plane.eq(e.slot % planes)]
+        for k in range(p.probe_slots):
+            with m.If(was["hit"] & (was["index"] == k)):
+                with m.If(~was["ok"]):
+                    m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ok[k] == 0), "a failed probe resets its count")
+                with m.Elif(was["count"] + 1 < p.probe_ok_n):
+                    m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ok[k] == was["count"] + 1),
+                                       "a successful probe counts one")
+                with m.Else():
+                    m.d.comb += Assert(~dut.pool_valid[k], "the probe_ok_n-th success frees the entry")
+            with m.If(was_demoting & (was["free_at"] == k)):
+                m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ev[k] == was["ev"]) & (dut.pool_ok[k] == 0)
+                                   & (dut.pool_plane[k] == was_plane),
+                                   "a demoted EV enters the lowest free pool entry, count 0")
         for k in range(n):
             with m.If(clear_due[k]):
                 m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
