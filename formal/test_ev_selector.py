@@ -29,7 +29,8 @@ own scan, counts or floor logic. For every transfer:
   (``refilled`` counts exactly those);
 - the probe pool: ``probe_ok`` / ``probe_restored`` / ``probe_fail`` / ``probe_full`` on the model's
   rules read on the pool's state, and the entry updates they imply (count + 1, freed, count 0, a
-  demoted EV in the lowest free entry);
+  demoted EV in the lowest free entry; any other entry unchanged); ``backup_full`` when an EV
+  returns to a plane with no vacant slot and a full FIFO;
 - the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
   past it.
 """
@@ -208,6 +209,24 @@ class SelectorSpec(Elaboratable):
                 m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ev[k] == was["ev"]) & (dut.pool_ok[k] == 0)
                                    & (dut.pool_plane[k] == was_plane),
                                    "a demoted EV enters the lowest free pool entry, count 0")
+        # a pool entry no probe names and no demotion fills keeps its contents
+        pool = [Cat(dut.pool_valid[k], dut.pool_ev[k], dut.pool_plane[k], dut.pool_ok[k])
+                for k in range(p.probe_slots)]
+        pool_was = [Signal.like(x, name=f"pool_was{k}") for k, x in enumerate(pool)]
+        m.d.sync += [w.eq(x) for w, x in zip(pool_was, pool)]
+        went_now = Signal()
+        m.d.sync += went_now.eq(go)
+        for k in range(p.probe_slots):
+            named_k = (was["hit"] & (was["index"] == k)) | (was_demoting & (was["free_at"] == k))
+            with m.If(started & (~went_now | ~named_k)):
+                m.d.comb += Assert(pool[k] == pool_was[k], "a pool entry no event names keeps its contents")
+        # backup_full: an EV returns to a plane (backup, or a restoring probe) with no vacant slot and a full FIFO
+        ret_plane = Mux(is_kind["backup"], e.plane, Array(dut.pool_plane)[e.index])
+        returns = is_kind["backup"] | (hit & e.ok & (po + 1 >= p.probe_ok_n))
+        vacancy = Cat(*(((state[k] == ASSUMED_BAD) | (state[k] == DENIED)) & (ret_plane == k % planes)
+                        for k in range(n))).any()
+        counters_follow(m, {"backup_full": dut.backup_full},
+                        {"backup_full": returns & ~vacancy & (Array(fill)[ret_plane] == p.backup_depth)})
         for k in range(n):
             with m.If(clear_due[k]):
                 m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
