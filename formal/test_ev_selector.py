@@ -31,6 +31,8 @@ own scan, counts or floor logic. For every transfer:
   rules read on the pool's state, and the entry updates they imply (count + 1, freed, count 0, a
   demoted EV in the lowest free entry; any other entry unchanged); ``backup_full`` when an EV
   returns to a plane with no vacant slot and a full FIFO;
+- an event's effect on its slot: ECN / non-last-hop trim of a GOOD slot -> SKIP, a loss / deny with
+  no backup -> ASSUMED_BAD / DENIED, a returning EV fills its plane's lowest vacant slot GOOD;
 - the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
   past it.
 """
@@ -227,6 +229,28 @@ class SelectorSpec(Elaboratable):
                         for k in range(n))).any()
         counters_follow(m, {"backup_full": dut.backup_full},
                         {"backup_full": returns & ~vacancy & (Array(fill)[ret_plane] == p.backup_depth)})
+        # the event's effect on its slot: ECN/trim of a GOOD slot -> SKIP; a loss or deny with no backup
+        # leaves it ASSUMED_BAD / DENIED; a returning EV fills its plane's lowest vacant slot, GOOD
+        skip_due = (is_kind["ecn"] & t_live & t_good) | (is_kind["trim"] & t_live & t_good & ~e.last_hop)
+        vacate_due = ((is_kind["loss"] & t_live & ~floor) | (is_kind["deny"] & t_live)) & (t_fill == 0)
+        fill_slot = Signal(range(n))
+        for k in reversed(range(n)):
+            with m.If(((state[k] == ASSUMED_BAD) | (state[k] == DENIED)) & (ret_plane == k % planes)):
+                m.d.comb += fill_slot.eq(k)
+        eff = {name: Signal(name=f"effect_{name}") for name in ("skip", "vacate", "loss", "fill")}
+        eff_slot, eff_fill, eff_ev = Signal(range(n)), Signal(range(n)), Signal(p.ev_bits)
+        m.d.sync += [eff["skip"].eq(skip_due), eff["vacate"].eq(vacate_due), eff["loss"].eq(is_kind["loss"]),
+                     eff["fill"].eq(returns & vacancy), eff_slot.eq(e.slot), eff_fill.eq(fill_slot),
+                     eff_ev.eq(Mux(is_kind["backup"], e.ev, pe))]
+        for k in range(n):
+            with m.If(eff["skip"] & (eff_slot == k)):
+                m.d.comb += Assert(state[k] == SKIP, "an ECN or non-last-hop trim of a GOOD slot leaves it SKIP")
+            with m.If(eff["vacate"] & (eff_slot == k)):
+                m.d.comb += Assert(state[k] == Mux(eff["loss"], ASSUMED_BAD, DENIED),
+                                   "a loss / deny with no backup leaves the slot ASSUMED_BAD / DENIED")
+            with m.If(eff["fill"] & (eff_fill == k)):
+                m.d.comb += Assert((state[k] == GOOD) & (ev[k] == eff_ev),
+                                   "a returning EV fills its plane's lowest vacant slot, GOOD")
         for k in range(n):
             with m.If(clear_due[k]):
                 m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
