@@ -31,6 +31,8 @@ own scan, counts or floor logic. For every transfer:
   rules read on the pool's state, and the entry updates they imply (count + 1, freed, count 0, a
   demoted EV in the lowest free entry; any other entry unchanged); ``backup_full`` when an EV
   returns to a plane with no vacant slot and a full FIFO;
+- the spec's own backup FIFOs (pop on a refill, push of a returning EV with no vacant slot and
+  room): the design's fill and its EVs from the head equal them;
 - an event's effect on its slot: ECN / non-last-hop trim of a GOOD slot -> SKIP, a loss / deny with
   no backup -> ASSUMED_BAD / DENIED, a returning EV fills its plane's lowest vacant slot GOOD;
 - the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
@@ -251,6 +253,26 @@ class SelectorSpec(Elaboratable):
             with m.If(eff["fill"] & (eff_fill == k)):
                 m.d.comb += Assert((state[k] == GOOD) & (ev[k] == eff_ev),
                                    "a returning EV fills its plane's lowest vacant slot, GOOD")
+        # the spec's own backup FIFOs: a refill pops the plane's head, a returning EV with no vacant slot
+        # and room is pushed at the tail; the design's FIFO (fill, and the EVs from its head) holds them
+        D = p.backup_depth
+        sq = [[Signal(p.ev_bits, name=f"spec_fifo{q}_{i}") for i in range(D)] for q in range(planes)]
+        sn = [Signal(range(D + 1), name=f"spec_fill{q}") for q in range(planes)]
+        pop_due = (is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)
+        push_due = returns & ~vacancy & (Array(fill)[ret_plane] < D)
+        for q in range(planes):
+            with m.If(pop_due & (e.slot % planes == q)):
+                m.d.sync += [sn[q].eq(sn[q] - 1)] + [sq[q][i].eq(sq[q][i + 1]) for i in range(D - 1)]
+            with m.If(push_due & (ret_plane == q)):
+                m.d.sync += sn[q].eq(sn[q] + 1)
+                for i in range(D):
+                    with m.If(sn[q] == i):
+                        m.d.sync += sq[q][i].eq(Mux(is_kind["backup"], e.ev, pe))
+            m.d.comb += Assert(fill[q] == sn[q], "a backup FIFO holds as many EVs as the spec's")
+            for i in range(D):
+                with m.If(i < sn[q]):
+                    m.d.comb += Assert(Array(dut.fifo[q])[(dut.head[q] + i) % D] == sq[q][i],
+                                       "a backup FIFO holds the spec's EVs in order from its head")
         for k in range(n):
             with m.If(clear_due[k]):
                 m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
