@@ -46,7 +46,7 @@ from formal.runner import prove
 from hdl.ev_selector import COUNTERS, KIND, EvSelector, EvSelectorParams
 from models.ev_selector import ASSUMED_BAD, DENIED, EVENT_COUNTERS, GOOD, SKIP
 
-PARAMS = EvSelectorParams(n_ev=4, planes=2, backup_depth=2, probe_slots=2, min_active=2, probe_ok_n=2, ev_bits=3,
+PARAMS = EvSelectorParams(n_ev=4, planes=2, backup_depth=3, probe_slots=2, min_active=2, probe_ok_n=2, ev_bits=3,
                           counter_bits=2)
 
 
@@ -269,6 +269,7 @@ class SelectorSpec(Elaboratable):
                     with m.If(sn[q] == i):
                         m.d.sync += sq[q][i].eq(Mux(is_kind["backup"], e.ev, pe))
             m.d.comb += Assert(fill[q] == sn[q], "a backup FIFO holds as many EVs as the spec's")
+            m.d.comb += Assert(dut.head[q] < D, "a backup FIFO's head is one of its entries")
             for i in range(D):
                 with m.If(i < sn[q]):
                     m.d.comb += Assert(Array(dut.fifo[q])[(dut.head[q] + i) % D] == sq[q][i],
