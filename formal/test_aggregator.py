@@ -324,7 +324,10 @@ class CounterSpec(Elaboratable):
     ``malformed``; a first beat too short to hold the UDP port or to another port ``passed``; an
     INA packet not exactly one beat of ``length`` bytes ``malformed``; an ACK ``ack_freed`` iff it
     frees (ATP/ESA: index in range, job+seq != 0 held by the slot, not overflow=1 with resend=0),
-    else ``ack_passed``; a bad header ``bad_header``; then the policy's outcome."""
+    else ``ack_passed``; a bad header ``bad_header``; then the policy's outcome. What leaves unchanged
+    (on ``o`` the next cycle, with its ``last``): a continuation beat of a passed packet, a first beat
+    not INA, an ACK; nothing for a stray continuation beat, a dropped packet's rest or a malformed INA
+    first beat."""
 
     def __init__(self, policy, slots=2, workers=3):
         self.policy, self.slots, self.workers = policy, slots, workers
@@ -388,6 +391,16 @@ class CounterSpec(Elaboratable):
         with m.Else():
             m.d.comb += contribution.eq(1)
         ack = first & is_ina & exact & ina.ack
+        # what leaves unchanged: a continuation beat of a passed packet (inside, rest not dropped), a first
+        # beat not INA (passed) and an ACK; nothing for a stray beat, a dropped packet's rest or an INA
+        # first beat not exactly one beat of `length` bytes (the register stage: on o the next cycle)
+        took, judged, passes, was_last = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [took.eq(take), judged.eq(~first | ~is_ina | ~exact | ina.ack), was_last.eq(last),
+                     passes.eq(Mux(first, ~is_ina | (exact & ina.ack), inside & ~dropping))]
+        with m.If(took & judged):
+            m.d.comb += Assert(dut.o.valid == passes, "a beat leaves iff the spec passes it (its packet's framing)")
+            with m.If(dut.o.valid):
+                m.d.comb += Assert(dut.o.payload.last == was_last, "a passed beat leaves with its last flag")
         if sml:
             self._switchml(m, dut, ev, contribution & take, ina, k, bit)
         else:

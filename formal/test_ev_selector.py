@@ -22,17 +22,31 @@ own scan, counts or floor logic. For every transfer:
   a GOOD slot, ``ecn_held`` of a SKIP one, ``trim_skip`` on a non-last-hop trim of a GOOD slot,
   ``trim_kept`` on any other trim; ``skip_cleared`` when the scan clears a SKIP; every other
   event taken (valid) increments exactly one of ``EVENT_COUNTERS`` and no event none of them
-  (checked while no event counter is at its top).
+  (checked while no event counter is at its top);
+- the scan's clear and the refill take effect: a SKIP slot the spec's scan clears is GOOD after the
+  transfer (unless the event names that slot), and a live slot lost or denied while its plane has
+  backups holds the EV at the head of the plane's FIFO (its architectural state before), GOOD
+  (``refilled`` counts exactly those);
+- the probe pool: ``probe_ok`` / ``probe_restored`` / ``probe_fail`` / ``probe_full`` on the model's
+  rules read on the pool's state, and the entry updates they imply (count + 1, freed, count 0, a
+  demoted EV in the lowest free entry; any other entry unchanged); ``backup_full`` when an EV
+  returns to a plane with no vacant slot and a full FIFO;
+- the spec's own backup FIFOs (pop on a refill, push of a returning EV with no vacant slot and
+  room): the design's fill and its EVs from the head equal them;
+- an event's effect on its slot: ECN / non-last-hop trim of a GOOD slot -> SKIP, a loss / deny with
+  no backup -> ASSUMED_BAD / DENIED, a returning EV fills its plane's lowest vacant slot GOOD;
+- the selection is the first GOOD slot from the cursor (the spec's scan) and the cursor then points
+  past it.
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Array, Assert, Cover, Elaboratable, Module, ResetSignal, Signal
+from amaranth.hdl import Array, Assert, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
 from hdl.ev_selector import COUNTERS, KIND, EvSelector, EvSelectorParams
 from models.ev_selector import ASSUMED_BAD, DENIED, EVENT_COUNTERS, GOOD, SKIP
 
-PARAMS = EvSelectorParams(n_ev=4, planes=2, backup_depth=2, probe_slots=2, min_active=2, probe_ok_n=2, ev_bits=3,
+PARAMS = EvSelectorParams(n_ev=4, planes=2, backup_depth=3, probe_slots=2, min_active=2, probe_ok_n=2, ev_bits=3,
                           counter_bits=2)
 
 
@@ -136,6 +150,136 @@ class SelectorSpec(Elaboratable):
                          "trim_skip": is_kind["trim"] & t_live & t_good & ~e.last_hop,
                          "trim_kept": is_kind["trim"] & t_live & ~(t_good & ~e.last_hop),
                          "skip_cleared": go & (clears != 0)})
+        # the scan's clear and a refill take effect: a SKIP slot the spec's scan clears is GOOD after the
+        # cycle (unless the cycle's event names that slot); a live slot lost or denied while its plane
+        # has backups holds, GOOD, the EV at the head of that plane's FIFO (architectural state before)
+        named = e.valid & ((e.kind == KIND["ecn"]) | (e.kind == KIND["trim"]) | (e.kind == KIND["loss"])
+                           | (e.kind == KIND["deny"]))
+        clear_due = Signal(n)
+        m.d.sync += clear_due.eq(Cat(go & (count(clears[o] & (at[o] == k) for o in range(n)) != 0)
+                                     & ~(named & (e.slot == k)) for k in range(n)))
+        refill_due, refill_slot, refill_ev = Signal(), Signal.like(e.slot), Signal(p.ev_bits)
+        head_ev = Signal(p.ev_bits)
+        for q in range(planes):
+            with m.If(e.slot % planes == q):
+                m.d.comb += head_ev.eq(Array(dut.fifo[q])[dut.head[q]])
+        m.d.sync += [refill_due.eq((is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)),
+                     refill_slot.eq(e.slot), refill_ev.eq(head_ev)]
+        # the selection is the first GOOD slot from the cursor (the spec's scan), and the cursor moves past it
+        pick, found = Signal(range(n)), Signal()
+        for o in reversed(range(n)):
+            with m.If(st[o] == GOOD):
+                m.d.comb += [pick.eq(at[o]), found.eq(1)]
+        with m.If(dut.o.valid & out.selected):
+            m.d.comb += Assert(found & (out.slot == pick), "the selected slot is the first GOOD one from the cursor")
+        moved, cursor_to = Signal(), Signal(range(n))
+        m.d.sync += [moved.eq(go & req.want & found), cursor_to.eq(Mux(pick == n - 1, 0, pick + 1))]
+        with m.If(moved):
+            m.d.comb += Assert(dut.cursor == cursor_to, "the cursor moves past the selected slot")
+        counters_follow(m, {"refilled": dut.refilled},
+                        {"refilled": (is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)})
+        # the probe pool (the model's rules on the pool's architectural state): a probe of a valid entry
+        # holding its EV succeeds (count + 1; the probe_ok_n-th frees the entry) or fails (count 0); a
+        # demoting loss puts the slot's EV in the lowest free entry (count 0), none free: probe_full
+        pv, pe = Array(dut.pool_valid)[e.index], Array(dut.pool_ev)[e.index]
+        po = Array(dut.pool_ok)[e.index]
+        hit = is_kind["probe"] & pv & (pe == e.ev)
+        full_pool = Cat(*dut.pool_valid).all()
+        demoting = is_kind["loss"] & t_live & ~floor
+        counters_follow(m, {name: getattr(dut, name) for name in ("probe_fail", "probe_ok", "probe_restored",
+                                                                  "probe_full")},
+                        {"probe_fail": hit & ~e.ok, "probe_ok": hit & e.ok & (po + 1 < p.probe_ok_n),
+                         "probe_restored": hit & e.ok & (po + 1 >= p.probe_ok_n), "probe_full": demoting & full_pool})
+        free_at = Signal(range(p.probe_slots))
+        for k in reversed(range(p.probe_slots)):
+            with m.If(~dut.pool_valid[k]):
+                m.d.comb += free_at.eq(k)
+        was = {name: Signal.like(v, name=f"probe_{name}") for name, v in
+               (("hit", hit), ("ok", e.ok), ("count", po), ("index", e.index), ("ev", e.ev), ("free_at", free_at))}
+        was_demoting, was_plane = Signal(), Signal(range(planes))
+        m.d.sync += [was[name].eq(v) for name, v in (("hit", hit), ("ok", e.ok), ("count", po), ("index", e.index),
+                                                       ("ev", e.ev), ("free_at", free_at))]
+        m.d.sync += [was_demoting.eq(demoting & ~full_pool), was_plane.eq(e.slot % planes)]
+        for k in range(p.probe_slots):
+            with m.If(was["hit"] & (was["index"] == k)):
+                with m.If(~was["ok"]):
+                    m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ok[k] == 0), "a failed probe resets its count")
+                with m.Elif(was["count"] + 1 < p.probe_ok_n):
+                    m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ok[k] == was["count"] + 1),
+                                       "a successful probe counts one")
+                with m.Else():
+                    m.d.comb += Assert(~dut.pool_valid[k], "the probe_ok_n-th success frees the entry")
+            with m.If(was_demoting & (was["free_at"] == k)):
+                m.d.comb += Assert(dut.pool_valid[k] & (dut.pool_ev[k] == was["ev"]) & (dut.pool_ok[k] == 0)
+                                   & (dut.pool_plane[k] == was_plane),
+                                   "a demoted EV enters the lowest free pool entry, count 0")
+        # a pool entry no probe names and no demotion fills keeps its contents
+        pool = [Cat(dut.pool_valid[k], dut.pool_ev[k], dut.pool_plane[k], dut.pool_ok[k])
+                for k in range(p.probe_slots)]
+        pool_was = [Signal.like(x, name=f"pool_was{k}") for k, x in enumerate(pool)]
+        m.d.sync += [w.eq(x) for w, x in zip(pool_was, pool)]
+        went_now = Signal()
+        m.d.sync += went_now.eq(go)
+        for k in range(p.probe_slots):
+            named_k = (was["hit"] & (was["index"] == k)) | (was_demoting & (was["free_at"] == k))
+            with m.If(started & (~went_now | ~named_k)):
+                m.d.comb += Assert(pool[k] == pool_was[k], "a pool entry no event names keeps its contents")
+        # backup_full: an EV returns to a plane (backup, or a restoring probe) with no vacant slot and a full FIFO
+        ret_plane = Mux(is_kind["backup"], e.plane, Array(dut.pool_plane)[e.index])
+        returns = is_kind["backup"] | (hit & e.ok & (po + 1 >= p.probe_ok_n))
+        vacancy = Cat(*(((state[k] == ASSUMED_BAD) | (state[k] == DENIED)) & (ret_plane == k % planes)
+                        for k in range(n))).any()
+        counters_follow(m, {"backup_full": dut.backup_full},
+                        {"backup_full": returns & ~vacancy & (Array(fill)[ret_plane] == p.backup_depth)})
+        # the event's effect on its slot: ECN/trim of a GOOD slot -> SKIP; a loss or deny with no backup
+        # leaves it ASSUMED_BAD / DENIED; a returning EV fills its plane's lowest vacant slot, GOOD
+        skip_due = (is_kind["ecn"] & t_live & t_good) | (is_kind["trim"] & t_live & t_good & ~e.last_hop)
+        vacate_due = ((is_kind["loss"] & t_live & ~floor) | (is_kind["deny"] & t_live)) & (t_fill == 0)
+        fill_slot = Signal(range(n))
+        for k in reversed(range(n)):
+            with m.If(((state[k] == ASSUMED_BAD) | (state[k] == DENIED)) & (ret_plane == k % planes)):
+                m.d.comb += fill_slot.eq(k)
+        eff = {name: Signal(name=f"effect_{name}") for name in ("skip", "vacate", "loss", "fill")}
+        eff_slot, eff_fill, eff_ev = Signal(range(n)), Signal(range(n)), Signal(p.ev_bits)
+        m.d.sync += [eff["skip"].eq(skip_due), eff["vacate"].eq(vacate_due), eff["loss"].eq(is_kind["loss"]),
+                     eff["fill"].eq(returns & vacancy), eff_slot.eq(e.slot), eff_fill.eq(fill_slot),
+                     eff_ev.eq(Mux(is_kind["backup"], e.ev, pe))]
+        for k in range(n):
+            with m.If(eff["skip"] & (eff_slot == k)):
+                m.d.comb += Assert(state[k] == SKIP, "an ECN or non-last-hop trim of a GOOD slot leaves it SKIP")
+            with m.If(eff["vacate"] & (eff_slot == k)):
+                m.d.comb += Assert(state[k] == Mux(eff["loss"], ASSUMED_BAD, DENIED),
+                                   "a loss / deny with no backup leaves the slot ASSUMED_BAD / DENIED")
+            with m.If(eff["fill"] & (eff_fill == k)):
+                m.d.comb += Assert((state[k] == GOOD) & (ev[k] == eff_ev),
+                                   "a returning EV fills its plane's lowest vacant slot, GOOD")
+        # the spec's own backup FIFOs: a refill pops the plane's head, a returning EV with no vacant slot
+        # and room is pushed at the tail; the design's FIFO (fill, and the EVs from its head) holds them
+        D = p.backup_depth
+        sq = [[Signal(p.ev_bits, name=f"spec_fifo{q}_{i}") for i in range(D)] for q in range(planes)]
+        sn = [Signal(range(D + 1), name=f"spec_fill{q}") for q in range(planes)]
+        pop_due = (is_kind["loss"] | is_kind["deny"]) & t_live & (t_fill != 0)
+        push_due = returns & ~vacancy & (Array(fill)[ret_plane] < D)
+        for q in range(planes):
+            with m.If(pop_due & (e.slot % planes == q)):
+                m.d.sync += [sn[q].eq(sn[q] - 1)] + [sq[q][i].eq(sq[q][i + 1]) for i in range(D - 1)]
+            with m.If(push_due & (ret_plane == q)):
+                m.d.sync += sn[q].eq(sn[q] + 1)
+                for i in range(D):
+                    with m.If(sn[q] == i):
+                        m.d.sync += sq[q][i].eq(Mux(is_kind["backup"], e.ev, pe))
+            m.d.comb += Assert(fill[q] == sn[q], "a backup FIFO holds as many EVs as the spec's")
+            m.d.comb += Assert(dut.head[q] < D, "a backup FIFO's head is one of its entries")
+            for i in range(D):
+                with m.If(i < sn[q]):
+                    m.d.comb += Assert(Array(dut.fifo[q])[(dut.head[q] + i) % D] == sq[q][i],
+                                       "a backup FIFO holds the spec's EVs in order from its head")
+        for k in range(n):
+            with m.If(clear_due[k]):
+                m.d.comb += Assert(state[k] == GOOD, "a SKIP slot the selection's scan passes becomes GOOD")
+            with m.If(refill_due & (refill_slot == k)):
+                m.d.comb += Assert((state[k] == GOOD) & (ev[k] == refill_ev),
+                                   "a lost or denied slot is refilled GOOD with its plane's next backup EV")
         top = (1 << p.counter_bits) - 1
         ev_before = [Signal(p.counter_bits, name=f"{name}_was") for name in EVENT_COUNTERS]
         m.d.sync += [b.eq(getattr(dut, name)) for b, name in zip(ev_before, EVENT_COUNTERS)]

@@ -38,9 +38,9 @@ so a handle (2 bits) is reused. Each further step costs 2-4x the previous (depth
 import os
 
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Array, Assert, Assume, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 
-from formal.props import counters_follow
+from formal.props import after_reset, counters_follow
 from formal.runner import prove
 from hdl.pipeline import Pipeline, PipelineParams
 
@@ -79,6 +79,12 @@ class Spec(Elaboratable):
             Cover(dut.oversize != 0),
             Cover(dut.o.valid & dut.o.payload.meta.spilled),
         ]
+        # the spec's framing of o: a packet's first beat (and only it) says ``first``
+        o_inside = Signal()
+        with m.If(dut.o.valid & dut.o.ready):
+            m.d.sync += o_inside.eq(~dut.o.payload.last)
+        with m.If(dut.o.valid):
+            m.d.comb += Assert(dut.o.payload.first == ~o_inside, "o: first on a packet's first beat only")
         counters_follow(m, {"oversize": dut.oversize, "store_stalls": dut.store_stalls},
                         {"oversize": spill.o.valid & spill.o.ready & ~dut.o.valid,
                          "store_stalls": dut.sym.o.valid & ~spill.i.valid}, saturating=False, block="pipeline ")
@@ -136,6 +142,17 @@ class IntegritySpec(Elaboratable):
         with m.If(enter & beat.last & (state == 2) & (arrivals == pick + (1 << hb))):
             m.d.sync += state.eq(3)
 
+        # the store is written with beat k < beats of a packet entering stage 3, at its entry (the SPEC's
+        # handle) and beat: never past it (a longer packet's further beats are not stored)
+        beat_no = Signal(range(B + 2))              # the spec's count of the entering packet's beats
+        with m.If(enter):
+            m.d.sync += beat_no.eq(Mux(beat.last, 0, Mux(beat_no == B + 1, beat_no, beat_no + 1)))
+        m.d.comb += Assert(dut.store_write.en == (enter & (beat_no < B)),
+                           "the store is written with each beat of an entering packet that fits it")
+        with m.If(dut.store_write.en):
+            m.d.comb += Assert(dut.store_write.addr == arrivals[:hb] * B + beat_no,
+                               "a beat is stored at its packet's entry (its handle) and beat index")
+
         desc = spill.o.payload
         ours = spill.o.valid & (desc.handle == pick[:hb]) & (state == 2)
         out_idx = Signal(range(B + 1))              # the spec's beat index of the tracked packet on o
@@ -163,6 +180,39 @@ class IntegritySpec(Elaboratable):
 
 #: The data-integrity bound (see the module docstring and PROGRESS.md for its cost per step).
 INTEGRITY_DEPTH = int(os.environ.get("INNET_PIPELINE_DEPTH", "7"))
+
+
+DISAGG_PARAMS = PARAMS.replace(spill=PARAMS.spill.replace(mode="disaggregated", buffer=2, mtu=64, return_slots=1))
+
+
+class PortsSpec(Elaboratable):
+    """The disaggregated pipeline's credit ports, every input free, reset free: after a reset every
+    port holds its full credit (``capacity``) and nothing is outstanding (SPEC section 1: the node's
+    slots are all free); at every cycle each of the ``ports * capacity`` node slots is either a credit
+    or outstanding (``outstanding + sum(credits) == ports * capacity``)."""
+
+    def elaborate(self, platform):
+        m = Module()
+        p = DISAGG_PARAMS
+        m.submodules.dut = dut = Pipeline(p)
+        for port in (dut.i.valid, dut.i.payload, dut.cfg.valid, dut.cfg.payload, dut.qdepth, dut.o.ready,
+                     dut.spill_o.ready, dut.spill_i.valid, dut.spill_i.payload):
+            m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
+        P, C = p.spill.ports, p.spill.capacity
+        with m.If(after_reset(m)):
+            full = Const(1)
+            for k in range(P):
+                full = full & (dut.credits[k] == C)
+            m.d.comb += Assert(full & (dut.outstanding == 0),
+                               "after a reset every port has its full credit and nothing is outstanding")
+        m.d.comb += Assert(dut.outstanding + sum(dut.credits[k] for k in range(P)) == P * C,
+                           "every node slot is a credit or outstanding")
+        return m
+
+
+def test_pipeline_disaggregated_ports_bmc():
+    """The disaggregated pipeline shows the spill stage's credits (full after reset) and outstanding."""
+    prove(PortsSpec(), "pipeline_disaggregated_ports", depth=2, mode="bmc")
 
 
 def test_pipeline_integrity_bmc():

@@ -7,8 +7,12 @@ k-induction:
 - shadow run (ring 3): the counters `tracked`, `unknown`, `marked`, `not_ect` increment (saturating) exactly on
   the spec's judgement of each packet taken (its length, its shadow table hit, its expected mark),
   ``malformed`` on a template packet cut inside its UDP header or BTH;
+- ``malformed`` increments (saturating) exactly on the spec's judgement of a packet's first beat (the
+  model's rules: IPv4/UDP with IHL != 5, no UDP dport in the beat, or RoCEv2 dport and shorter than
+  the BTH), where the packet's bytes are defined (keep contiguous, first beat last or full);
 - counters never wrap silently: each one only grows, and an event lost at saturation has set
-  the sticky ``saturated`` flag;
+  the sticky ``saturated`` flag, which rises only on a tracked packet (a step or ``aged`` saturating)
+  or with a counter at its top;
 - one register access per array per packet: the flow table is read, the job row read and written
   at most once from a packet's first beat to its last, never outside an accepted beat; only the
   first beat touches the state, and a packet never shares the row's write port with a command;
@@ -45,7 +49,21 @@ from formal.props import counters_follow
 from formal.runner import any_streams, prove
 from hdl.progress_regfile import COUNTERS, OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models.headers import roce_packet
-from models.wire import BTH_DQPN_AT, ECN_CE, IP_CHECKSUM_AT, IP_OFFSET, IP_TOS_AT, ROCE_HEADER_BYTES
+from models.wire import (
+    BTH_DQPN_AT,
+    ECN_CE,
+    ETHERTYPE_AT,
+    ETHERTYPE_IPV4,
+    IP_CHECKSUM_AT,
+    IP_OFFSET,
+    IP_PROTO_AT,
+    IP_TOS_AT,
+    IP_VERSION_IHL_AT,
+    IPPROTO_UDP,
+    ROCE_HEADER_BYTES,
+    ROCEV2_PORT,
+    UDP_DPORT_AT,
+)
 
 PARAMS = ProgressRegfileParams(jobs=2, ring=2, table=2, step_bits=3, counter_bits=3, epoch_bits=0, age_bits=2)
 #: A ring of 3 (one job): two positions can turn stale on one packet, so ``aged`` must add the count.
@@ -80,6 +98,26 @@ class ProgressSpec(Elaboratable):
         with m.If(dut.i.valid & dut.i.ready):
             m.d.sync += inside.eq(~dut.i.payload.last)
         m.d.comb += Assert(dut.first == ~inside, "a beat starts a packet iff the previous one ended it (or a reset)")
+        # `malformed` on the spec's judgement of each packet's first beat (the model's rules: IPv4 with
+        # UDP, and IHL != 5, or no UDP dport in the beat, or RoCEv2 dport and the packet shorter than
+        # the BTH end). Judged where the packet's bytes are defined: keep contiguous from lane 0, and the
+        # first beat is its last or full (a longer packet is then longer than ROCE_HEADER_BYTES).
+        beat = dut.i.payload
+        nb = PARAMS.data_bytes
+        n = Signal(range(nb + 1))
+        m.d.comb += n.eq(sum(beat.keep[k] for k in range(nb)))
+
+        def byte(k):
+            return beat.data[8 * k:8 * k + 8]
+        defined = ((beat.keep & (beat.keep + 1)[:nb]) == 0) & (beat.last | (n == nb))
+        udp = ((n > IP_PROTO_AT) & (Cat(byte(ETHERTYPE_AT + 1), byte(ETHERTYPE_AT)) == ETHERTYPE_IPV4)
+               & (byte(IP_VERSION_IHL_AT)[4:] == 4) & (byte(IP_PROTO_AT) == IPPROTO_UDP))
+        dport = Cat(byte(UDP_DPORT_AT + 1), byte(UDP_DPORT_AT))
+        bad = udp & ((byte(IP_VERSION_IHL_AT)[:4] != 5) | (n < UDP_DPORT_AT + 2)
+                     | ((dport == ROCEV2_PORT) & beat.last & (n < ROCE_HEADER_BYTES)))
+        taken_first = dut.i.valid & dut.i.ready & ~inside
+        counters_follow(m, {"malformed": dut.malformed}, {"malformed": taken_first & bad}, when=~taken_first | defined,
+                        block="judged: ")
         was_reset = Signal(reset_less=True)
         m.d.sync += was_reset.eq(ResetSignal())
         zero = 1
@@ -106,6 +144,14 @@ class ProgressSpec(Elaboratable):
             with m.If(started):
                 m.d.comb += Assert(counter >= previous, f"counter {name} wrapped")
         m.d.comb += Assert(~lost | dut.saturated, "an event was lost without the saturated flag")
+        # ... and the flag rises only on a saturating event: a step saturating or positions ageing past
+        # the `aged` counter's room (both on a tracked packet), or a counter event with the counter at top
+        flagged, cause = Signal(), Signal()
+        m.d.sync += [flagged.eq(dut.saturated),
+                     cause.eq(dut.decide | Cat(*(getattr(dut, name) == top for name in COUNTERS)).any())]
+        with m.If(started):
+            m.d.comb += Assert(~dut.saturated | flagged | cause,
+                               "saturated rose without a tracked packet or a counter at its top")
 
         # One access per array per packet: accesses summed from a packet's first beat to its last.
         accepted = dut.i.valid & dut.i.ready

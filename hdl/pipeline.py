@@ -79,6 +79,14 @@ class Pipeline(wiring.Component):
         super().__init__(signature)
         if not self.disaggregated:
             self.busy = Signal(1 << self.handle_bits)    # store entries in use (public for the formal spec)
+            # The packet store, written as beats enter stage 3 (its write port public for the formal spec).
+            entry = data.StructLayout({"data": 8 * data_bytes, "keep": data_bytes, "last": 1})
+            self.store = memory.Memory(shape=entry, depth=(1 << self.handle_bits) * self.beats, init=[])
+            # A synchronous read port (SRAM-like: Yosys keeps it a memory, Verilator an array) whose address
+            # is the one egress will use in the next cycle; transparent, so a beat written in this cycle
+            # is read back: the data egress sees is the same as a combinational read's (cycle-identical).
+            self.store_write = self.store.write_port()
+            self.store_read = self.store.read_port(domain="sync", transparent_for=(self.store_write,))
 
     def _stages(self, m):
         """Stages 1 and 2 and their wiring; returns the three stages."""
@@ -120,14 +128,8 @@ class Pipeline(wiring.Component):
         agg, sym, spill = self._stages(m)
         B, entries = self.beats, 1 << self.handle_bits
 
-        # Packet store, written as beats enter stage 3.
-        entry = data.StructLayout({"data": 8 * self.data_bytes, "keep": self.data_bytes, "last": 1})
-        m.submodules.store = store = memory.Memory(shape=entry, depth=entries * B, init=[])
-        # A synchronous read port (SRAM-like: Yosys keeps it a memory, Verilator an array) whose address
-        # is the one egress will use in the next cycle; transparent, so a beat written in this cycle
-        # is read back: the data egress sees is the same as a combinational read's (cycle-identical).
-        write = store.write_port()
-        read = store.read_port(domain="sync", transparent_for=(write,))
+        m.submodules.store = self.store
+        write, read = self.store_write, self.store_read
         busy = self.busy
         oversize = Signal(entries)
         handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
