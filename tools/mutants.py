@@ -204,8 +204,8 @@ def main(argv=None):
     parser.add_argument("--id", type=integer(0), action="append", default=[],
                         help="only this mutant (repeatable; the numbers --list and the report print)")
     parser.add_argument("--again", action="store_true",
-                        help="only the mutants of the block's CSV that simulation or formal let pass, each "
-                             "run again where it passed (after a new test or property)")
+                        help="only the mutants of the block's CSV that simulation or formal let pass (and are not "
+                             "argued equivalent), each run again where it passed (after a new test or property)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
@@ -246,7 +246,9 @@ def run_block(name, args):
     if args.id:
         mutants = [m for m in mutants if m.id in args.id]
     if args.again:
-        earlier = {r["id"]: r for r in merged(b.name, source, []) if "pass" in (r["sim"], r["formal"])}
+        argued = equivalent(b.name)
+        earlier = {r["id"]: r for r in merged(b.name, source, [])
+                   if "pass" in (r["sim"], r["formal"]) and (r["before"], r["after"]) not in argued}
         mutants = [m for m in mutants if m.id in earlier]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
