@@ -39,7 +39,8 @@ from registry import ROOT, block
 from tools.cli import Parser, integer, run
 
 OUT = ROOT / "build" / "mutants"
-#: The surviving mutants argued equivalent, per block: ``[[<block>]]`` tables of before, after, why.
+#: The surviving mutants argued equivalent, per block: ``[[<block>]]`` tables of before, after, why
+#: (and nth, when several mutants have that line text).
 EQUIVALENT = ROOT / "tools" / "equivalent_mutants.toml"
 #: Directories and files the copy needs to build and test a block.
 COPY = ("hdl", "models", "testbenches", "formal", "scenarios", "tools", "registry.py", "conftest.py",
@@ -248,7 +249,7 @@ def run_block(name, args):
     if args.again:
         argued = equivalent(b.name)
         earlier = {r["id"]: r for r in merged(b.name, source, [])
-                   if "pass" in (r["sim"], r["formal"]) and (r["before"], r["after"]) not in argued}
+                   if "pass" in (r["sim"], r["formal"]) and not why_of(argued, r)}
         mutants = [m for m in mutants if m.id in earlier]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
@@ -332,7 +333,7 @@ def summary(names):
             continue
         argued = equivalent(name)
         valid_rows = [r for r in rows if r["sim"] != "invalid"]
-        live = [r for r in valid_rows if (r["before"], r["after"]) not in argued]
+        live = [r for r in valid_rows if not why_of(argued, r)]
         dead = lambda r, key: r[key] in KILLED      # noqa: E731
         proved = [r for r in live if r["formal"] != "-"]       # rows of runs with the proofs
         rate = lambda k, of=live: f"{k}/{len(of)} {100 * k / len(of):3.0f}%" if of else "-"     # noqa: E731
@@ -345,10 +346,17 @@ def summary(names):
 
 
 def equivalent(name):
-    """{(line before, line after): why} of the mutants of block ``name`` argued equivalent (no input
-    tells them from the design) in ``EQUIVALENT``."""
+    """{(line before, line after, nth): why} of the mutants of block ``name`` argued equivalent (no
+    input tells them from the design) in ``EQUIVALENT``; an entry without ``nth`` argues every mutant
+    of that line text (``why_of`` looks a row up)."""
     table = tomllib.loads(EQUIVALENT.read_text()).get(name, {}) if EQUIVALENT.exists() else {}
-    return {(e["before"], e["after"]): e["why"] for e in table}
+    return {(e["before"], e["after"], e.get("nth")): e["why"] for e in table}
+
+
+def why_of(argued, row):
+    """The argument for ``row``'s mutant in ``argued`` (``equivalent``), or ""."""
+    key = (row["before"], row["after"])
+    return argued.get((*key, int(row.get("nth") or 0)), argued.get((*key, None), ""))
 
 
 def report(name, path, rows, formal):
@@ -356,7 +364,7 @@ def report(name, path, rows, formal):
     ``build/mutants/<block>.csv``."""
     argued = equivalent(name)
     for r in rows:
-        r["equivalent"] = argued.get((r["before"], r["after"]), "")
+        r["equivalent"] = why_of(argued, r)
     out = OUT / f"{name}.csv"
     with open(out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
