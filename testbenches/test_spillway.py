@@ -247,17 +247,33 @@ async def phases(t, rng, count, flows_, congested=(0.2, 0.5)):
 
 @cocotb.test()
 async def random_traffic(dut):
-    """Random flows and sizes, cross traffic bursts, idle input, back-pressure on o and both links."""
+    """Random flows and sizes, cross traffic bursts, idle input, back-pressure on o and both links; then
+    the shortest packets the switch takes, spilled (one-beat RETURN frames)."""
     rng = random.Random(tb.seed())
     t = TB(dut)
     t.source.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
     t.sink.set_pause_generator(rng.random() < 0.2 for _ in itertools.count())
     t.link_pause = 0.15
     await t.reset()
-    await phases(t, rng, 500, flows(rng, 12, t.ports))
+    fl = flows(rng, 12, t.ports)
+    await phases(t, rng, 500, fl)
+    await t.settle()
+    # the shortest packet the switch takes (Ethernet/IPv4/UDP, 42 bytes), spilled by construction: its
+    # RETURN frame is header + 42 bytes, one beat when data_bytes >= 64
+    spilled = t.switch.counters["spilled"]
+    t.load = [t.params.high + 2] * t.ports
+    for flow in fl[:3]:
+        src, dst, sport, _, port = flow
+        t.send(Ether() / IP(src=src, dst=dst) / UDP(sport=sport, dport=4791), port)
+    while t.source.queue:
+        await RisingEdge(t.dut.clk)
+    for _ in range(20):
+        await RisingEdge(t.dut.clk)
+    t.load = [0] * t.ports
     await t.settle()
     c = t.switch.counters
     assert c["spilled"] > 30 and c["reinjected"] == c["spilled"] and c["drain_requests"] > 30, c
+    assert c["spilled"] == spilled + 3, "the three shortest packets were spilled (and came back)"
     t.check("random_traffic")
 
 
