@@ -1,6 +1,7 @@
 """The mutation tool: its operators on a small Amaranth function, and a fixed sample of spill buffer
 mutants that the spill buffer's testbench must kill (the sample CI runs; ``make mutants`` runs more)."""
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -146,3 +147,22 @@ def test_sim_tests_exist():
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
     with pytest.raises(RuntimeError, match="could not run"):
         mutants._pytest(ROOT, ["testbenches/test_soak.py::test_soak[no_such_block-soak]"], 1, 0, 600)
+
+
+def test_timeout_kills_the_group(tmp_path):
+    """A test run past the timeout counts as a kill and leaves no process behind (the simulators it
+    started die with it)."""
+    from tools import mutants
+    (tmp_path / "test_hang.py").write_text(
+        "import subprocess, time\n"
+        "def test_hang():\n"
+        "    open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '600']).pid))\n"
+        "    time.sleep(600)\n")
+    assert mutants._pytest(tmp_path, ["test_hang.py"], 1, 0, 5) == "timeout"
+    child = int((tmp_path / "child.pid").read_text())
+    try:
+        os.kill(child, 0)
+        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the hung test's child process survived the timeout"

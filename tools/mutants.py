@@ -28,6 +28,7 @@ import csv
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -178,15 +179,19 @@ def _pytest(tree, paths, seed, jobs, timeout):
     ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error)."""
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *paths,
                *(["-n", str(jobs)] if jobs else [])]
-    try:
-        result = subprocess.run(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return "timeout"
-    if result.returncode not in (0, 1):
-        tail = result.stdout.strip().splitlines()[-1:] or [""]
-        raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {result.returncode}): {tail[0]}")
-    return "pass" if result.returncode == 0 else "fail"
+    # its own process group: a timeout kills the simulators pytest started too, not pytest alone
+    with subprocess.Popen(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as process:
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return "timeout"
+    if process.returncode not in (0, 1):
+        tail = output.strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {process.returncode}): {tail[0]}")
+    return "pass" if process.returncode == 0 else "fail"
 
 
 def valid(tree, name):
