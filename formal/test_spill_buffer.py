@@ -24,7 +24,8 @@ packets). Properties:
   design); the cycle after a reset the FIFOs, the output register, the rate window, the round-robin
   pointer and the counters are clear (a cover reaches a reset with packets stored).
 
-``DecapSpec`` checks the return path's header stripping (``Decapsulator``) byte for byte: a tracked
+``HandleSpec`` checks that the in-switch block numbers its packets (handles are distinct arrival
+numbers; bounded). ``DecapSpec`` checks the return path's header stripping (``Decapsulator``) byte for byte: a tracked
 byte of a tracked frame leaves at its position less the header, output frames are link-shaped and
 hold their input's length less the header (bounded, depth 8: frames of up to 3 beats).
 
@@ -974,3 +975,34 @@ class DecapSpec(Elaboratable):
 def test_decapsulator_bmc():
     """The return path's header stripping, byte for byte, at depth 8 (frames of up to 3 beats)."""
     prove(DecapSpec(), "spill_decapsulator", depth=8, mode="bmc")
+
+
+class HandleSpec(Elaboratable):
+    """The in-switch ``SpillBuffer`` numbers packets: every packet whose last beat is taken on ``i``
+    (malformed or not) takes the next handle, from 0 after reset (its docstring). The spec counts
+    those packets itself; within the bound (fewer than 2**handle_bits packets) a descriptor leaving on
+    ``o`` carries a handle below that count, and no handle leaves twice. Beats, queue depths,
+    ``o.ready`` and ``rst`` are free."""
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = SpillBuffer(PARAMS)
+        m.d.comb += [dut.i.valid.eq(AnySeq(1)), dut.i.payload.as_value().eq(AnySeq(len(dut.i.payload.as_value()))),
+                     dut.qdepth.as_value().eq(AnySeq(len(dut.qdepth.as_value()))), dut.o.ready.eq(AnySeq(1))]
+        arrivals = Signal(8)
+        with m.If(dut.i.valid & dut.i.ready & dut.i.payload.last):
+            m.d.sync += arrivals.eq(arrivals + 1)
+        left = Signal(1 << PARAMS.handle_bits)          # handles that have left on o
+        handle = dut.o.payload.handle
+        with m.If(dut.o.valid):
+            m.d.comb += [Assert(handle < arrivals, "a descriptor's handle is the number of an arrival"),
+                         Assert(~left.bit_select(handle, 1), "no two packets leave with one handle")]
+        with m.If(dut.o.valid & dut.o.ready):
+            m.d.sync += left.eq(left | (1 << handle))
+        m.d.comb += Cover(dut.o.valid & (handle == 2))
+        return m
+
+
+def test_inswitch_handles_bmc():
+    """Handles are distinct arrival numbers (bounded: depth 6 < 2**handle_bits packets)."""
+    prove(HandleSpec(), "spill_buffer_handles", depth=6, mode="bmc")
