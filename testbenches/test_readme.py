@@ -208,6 +208,12 @@ def _mutants(sh):
     assert len(listed) == 20, out
 
 
+def _mutants_summary(sh):
+    out, _ = sh("make mutants BLOCK=all MUTANT_ARGS=--summary")
+    assert re.search(r"^block\s+mutants\s+run\s+invalid\s+equiv\s+sim\s+formal\s+combined", out, re.M), out
+    assert re.search(r"^spill_buffer\s+\d+\s+\d+", out, re.M) and re.search(r"^chunk_bitmap\s+\d+", out, re.M), out
+
+
 def _mutants_list(sh):
     out, _ = sh(".venv/bin/python -m tools.mutants aggregator --list")
     assert re.search(r"^\s*0 \w+ +hdl/aggregator.py:\d+: ", out, re.M), out
@@ -248,6 +254,7 @@ SMOKE = {
     "make regress-merge": _regress_merge,
     "make coverage BLOCKS=spill_buffer": _coverage,
     "make mutants BLOCK=spill_buffer N=20": _mutants,
+    "make mutants BLOCK=all MUTANT_ARGS=--summary": _mutants_summary,
     ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
