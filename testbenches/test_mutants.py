@@ -62,8 +62,11 @@ def test_sample_killed():
                             capture_output=True, text=True)
     count = len(listed.stdout.splitlines())
     assert listed.returncode == 0 and count >= 2, listed.stdout + listed.stderr
+    out = ROOT / "build" / "mutants-selftest" / "sample"        # not the user's tables in build/mutants
+    shutil.rmtree(out, ignore_errors=True)
     result = subprocess.run([sys.executable, "-m", "tools.mutants", "spill_buffer", *matches, "--no-formal",
-                             "--no-baseline"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+                             "--no-baseline", "--out", str(out.relative_to(ROOT))], cwd=ROOT, capture_output=True,
+                            text=True, timeout=1200)
     assert result.returncode == 0, result.stderr
     assert f"killed by simulation {count}/{count} (100 %)" in result.stdout, result.stdout
 

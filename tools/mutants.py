@@ -92,8 +92,8 @@ def _adds(function):
 
 def _logic_functions(tree):
     """Function definitions that add logic to ``m.d`` (not only properties: those are the proofs' code)."""
-    return [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
-            and not all(_is_check(value) for value in _adds(node)) and any(True for _ in _adds(node))]
+    functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    return [f for f, adds in ((f, list(_adds(f))) for f in functions) if adds and not all(map(_is_check, adds))]
 
 
 def _replace(node, new, operator, found):
@@ -215,11 +215,16 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
+    parser.add_argument("--out", default=None,
+                        help="directory of the trees and CSVs, under the repository (default build/mutants)")
     parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
     parser.add_argument("--no-formal", action="store_true", help="simulation only")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the unmutated run (when the suite has just run the block's tests)")
     args = parser.parse_args(argv)
+    if args.out is not None:
+        global OUT
+        OUT = ROOT / args.out
     if args.block == "all":
         if args.match or args.id:
             raise ValueError("--match and --id need one block, not all")
@@ -238,7 +243,7 @@ def run_block(name, args):
     b = block(name)
     path = f"hdl/{b.name}.py"
     source = (ROOT / path).read_text()
-    mutants = generate(source)
+    mutants = every = generate(source)
     if not mutants:
         raise ValueError(f"{path} builds no logic of its own to mutate (only submodules)")
     for text in args.match:
@@ -247,10 +252,11 @@ def run_block(name, args):
     if args.match:
         mutants = [m for m in mutants if any(text in source.splitlines()[m.line - 1] for text in args.match)]
     for n in args.id:
-        if n >= len(generate(source)):
-            raise ValueError(f"--id {n}: {path} has mutants 0..{len(generate(source)) - 1}")
+        if n >= len(every):
+            raise ValueError(f"--id {n}: {path} has mutants 0..{len(every) - 1}")
     if args.id:
         mutants = [m for m in mutants if m.id in args.id]
+    earlier = {}                # --again: the earlier rows, whose kills stand
     if args.again:
         argued = equivalent(b.name)
         earlier = {r["id"]: r for r in merged(b.name, source, [])
@@ -258,8 +264,6 @@ def run_block(name, args):
         mutants = [m for m in mutants if m.id in earlier]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
-    if not args.again:
-        earlier = {}
     if args.list:
         for m in mutants:
             before, after = m.describe(source)
@@ -274,13 +278,13 @@ def run_block(name, args):
     if not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT) != "pass" or (
             formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
         raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
-    rows, started = [], time.monotonic()
+    rows, started, rank = [], time.monotonic(), _ranks(source, every)
     target = tree / path
     try:
         for n, m in enumerate(mutants, 1):
             before, after = m.describe(source)
             target.write_text(m.apply(source))
-            before_run = earlier.get(m.id, {})          # --again: a kill already recorded stands
+            before_run = earlier.get(m.id, {})
             if not valid(tree, b.name):
                 sim = form = "invalid"
             else:
@@ -288,7 +292,7 @@ def run_block(name, args):
                     tree, sims, args.seed, args.jobs, TIMEOUT)
                 form = "-" if not formal else before_run.get("formal") if before_run.get("formal") in KILLED else (
                     _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT))
-            rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=nth(source, m), sim=sim, formal=form,
+            rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], sim=sim, formal=form,
                              before=before, after=after))
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
                   f"line {m.line}: sim {sim}, formal {form}", flush=True)
@@ -297,11 +301,18 @@ def run_block(name, args):
     report(b.name, path, merged(b.name, source, rows), formal)
 
 
-def nth(source, mutant):
-    """How many mutants of ``source`` before ``mutant`` have its line text before and after (so a
-    mutant is found again when edits elsewhere move its line)."""
-    text = mutant.describe(source)
-    return sum(m.describe(source) == text for m in generate(source) if m.id < mutant.id)
+def _by_text(source, mutants):
+    """``mutants`` of ``source`` grouped by their line text before and after, each group in source order."""
+    groups = {}
+    for m in mutants:
+        groups.setdefault(m.describe(source), []).append(m)
+    return groups
+
+
+def _ranks(source, mutants):
+    """{id: nth}: how many mutants before each have its line text before and after (so a mutant is
+    found again when edits elsewhere move its line)."""
+    return {m.id: k for group in _by_text(source, mutants).values() for k, m in enumerate(group)}
 
 
 def merged(name, source, rows):
@@ -309,9 +320,7 @@ def merged(name, source, rows):
     source still has (the same line text before and after, and the same ``nth`` such mutant;
     renumbered as now): a re-run of some mutants updates the table."""
     out = OUT / f"{name}.csv"
-    by_text = {}
-    for m in generate(source):
-        by_text.setdefault(m.describe(source), []).append(m)
+    by_text = _by_text(source, generate(source))
     new = {r["id"] for r in rows}
     kept = []
     if out.exists():
@@ -325,6 +334,18 @@ def merged(name, source, rows):
     return sorted(kept + rows, key=lambda r: r["id"])
 
 
+def _dead(row, key):
+    return row[key] in KILLED
+
+
+def _tally(rows, argued):
+    """(valid, live, proved) rows: not invalid; of those, not argued equivalent (the rates count these);
+    of those, run with the proofs (the formal rate counts these)."""
+    valid_rows = [r for r in rows if r["sim"] != "invalid"]
+    live = [r for r in valid_rows if not why_of(argued, r)]
+    return valid_rows, live, [r for r in live if r["formal"] != "-"]
+
+
 def summary(names):
     """One line per block of the results in ``build/mutants/<block>.csv``."""
     print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
@@ -336,17 +357,13 @@ def summary(names):
         if not rows:
             print(f"{name:22} {total:7} {0:5}")
             continue
-        argued = equivalent(name)
-        valid_rows = [r for r in rows if r["sim"] != "invalid"]
-        live = [r for r in valid_rows if not why_of(argued, r)]
-        dead = lambda r, key: r[key] in KILLED      # noqa: E731
-        proved = [r for r in live if r["formal"] != "-"]       # rows of runs with the proofs
+        valid_rows, live, proved = _tally(rows, equivalent(name))
         rate = lambda k, of=live: f"{k}/{len(of)} {100 * k / len(of):3.0f}%" if of else "-"     # noqa: E731
-        left = [f"#{r['id']}" for r in live if not dead(r, "sim") and not dead(r, "formal")]
+        left = [f"#{r['id']}" for r in live if not _dead(r, "sim") and not _dead(r, "formal")]
         print(f"{name:22} {total:7} {len(rows):5} {len(rows) - len(valid_rows):7} {len(valid_rows) - len(live):5} "
-              f"{rate(sum(dead(r, 'sim') for r in live)):>13} "
-              f"{rate(sum(dead(r, 'formal') for r in proved), proved):>13} "
-              f"{rate(sum(dead(r, 'sim') or dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
+              f"{rate(sum(_dead(r, 'sim') for r in live)):>13} "
+              f"{rate(sum(_dead(r, 'formal') for r in proved), proved):>13} "
+              f"{rate(sum(_dead(r, 'sim') or _dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
     print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv)")
 
 
@@ -375,21 +392,21 @@ def report(name, path, rows, formal):
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    same = [r for r in rows if r["sim"] != "invalid" and r["equivalent"]]
-    for r in same:
-        print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
-              + " ".join(r["equivalent"].split()))
-    live = [r for r in rows if r["sim"] != "invalid" and not r["equivalent"]]
-    proved = [r for r in live if r["formal"] != "-"]       # rows of runs with the proofs
-    killed = lambda key, of=live: sum(r[key] in KILLED for r in of)      # noqa: E731
-    both = sum(r["sim"] in KILLED or r["formal"] in KILLED for r in live)
+    valid_rows, live, proved = _tally(rows, argued)
+    for r in valid_rows:
+        if r["equivalent"]:
+            print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
+                  + " ".join(r["equivalent"].split()))
+    killed = lambda key, of=live: sum(_dead(r, key) for r in of)      # noqa: E731
+    both = sum(_dead(r, "sim") or _dead(r, "formal") for r in live)
     rate = lambda k, of=live: f"{k}/{len(of)} ({100 * k / len(of):.0f} %)" if of else "-"  # noqa: E731
-    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(live) - len(same)} invalid, {len(same)} "
+    same = len(valid_rows) - len(live)
+    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(valid_rows)} invalid, {same} "
           f"equivalent; of the other {len(live)}, killed by simulation "
           f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal', proved), proved)}" if formal else "")
           + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
     for r in live:
-        if r["sim"] not in ("fail", "timeout") and r["formal"] not in ("fail", "timeout"):
+        if not _dead(r, "sim") and not _dead(r, "formal"):
             print(f"  survivor #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}")
 
 
