@@ -7,11 +7,21 @@ Both compare the design's *ports* with what the spec computed itself:
   the design's domain, so they reset with it and the shadow comparisons keep holding after it);
 - ``counters_follow(m, counters, events, ...)``: each counter port equals its value one cycle
   before plus one exactly when the spec's event for it happened in that cycle (saturating at the
-  counter's top, or wrapping), and is zero the cycle after a reset.
+  counter's top, or wrapping), and is zero the cycle after a reset;
+- ``link_beat(m, keep, last)``: the bytes of a beat and whether it is shaped as a link carries it.
 """
-from amaranth.hdl import Assert, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Assert, Const, Mux, ResetSignal, Signal, Value
 
-__all__ = ["after_reset", "counters_follow"]
+__all__ = ["after_reset", "counters_follow", "link_beat"]
+
+
+def link_beat(m, keep, last):
+    """(bytes, shaped) of a beat with byte-enable ``keep``: its byte count, and whether it is shaped as
+    a link carries frames (every beat full but the last, which holds 1 or more bytes from byte 0)."""
+    W = len(keep)
+    n = Signal(range(W + 1), name="beat_bytes")
+    m.d.comb += n.eq(sum(keep[k] for k in range(W)))
+    return n, (keep == Mux(last, (Const(1, W + 1) << n) - 1, (1 << W) - 1)) & (n >= 1)
 
 
 def after_reset(m):

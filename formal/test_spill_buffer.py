@@ -40,7 +40,7 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import data
 
-from formal.props import after_reset, counters_follow
+from formal.props import after_reset, counters_follow, link_beat
 from formal.runner import prove
 from hdl.spill_buffer import CREDIT_COUNTERS, CreditCore, SpillBuffer, SpillBufferParams, SpillCore
 from hdl.spill_node import SpillNode, SpillNodeParams
@@ -914,7 +914,7 @@ class DecapSpec(Elaboratable):
     but a frame's last is full, a last beat holds 1..24 bytes from byte 0, ``first`` marks exactly a
     frame's first beat, and an output frame holds its input frame's length - 22 bytes."""
 
-    W = SPILL_BYTES = 24
+    W = 24
 
     def elaborate(self, platform):
         from hdl.spill_buffer import Decapsulator
@@ -925,19 +925,14 @@ class DecapSpec(Elaboratable):
         m.d.comb += [dut.i.valid.eq(AnySeq(1)), beat.data.eq(AnySeq(8 * W)), beat.last.eq(AnySeq(1)),
                      beat.keep.eq(AnySeq(W)), dut.o.ready.eq(AnySeq(1))]
 
-        def nbytes(keep):           # bytes of a link-shaped beat: its keep is (1 << n) - 1
-            return sum(keep[k] for k in range(W))
-
-        def shaped(keep, last):
-            return Mux(last, Cat(*(keep[k] | ~keep[k + 1] for k in range(W - 1))).all() & keep[0],
-                       keep == (1 << W) - 1)
-
+        in_bytes, in_shaped = link_beat(m, beat.keep, beat.last)
+        out_bytes, out_shaped = link_beat(m, out.keep, out.last)
         take, give = dut.i.valid & dut.i.ready, dut.o.valid & dut.o.ready
         in_pos, out_pos = Signal(8), Signal(8)           # bytes of the current frame so far
         in_frame, out_frame = Signal(3), Signal(3)       # frames so far (numbers wrap; depth < 8 frames)
-        m.d.comb += [Assume(shaped(beat.keep, beat.last)), beat.first.eq(in_pos == 0)]
+        m.d.comb += [Assume(in_shaped), beat.first.eq(in_pos == 0)]
         with m.If(take & beat.last):
-            m.d.comb += Assume(in_pos + nbytes(beat.keep) > H)      # a frame carries more than its header
+            m.d.comb += Assume(in_pos + in_bytes > H)      # a frame carries more than its header
         with m.If(take):
             m.d.sync += in_pos.eq(Mux(beat.last, 0, in_pos + W))
             with m.If(beat.last):
@@ -953,20 +948,20 @@ class DecapSpec(Elaboratable):
         # an output beat carries bytes of the input beat taken in that cycle)
         byte, seen, length, ended = Signal(8), Signal(), Signal(8), Signal()
         byte_now, seen_now, length_now, ended_now = Signal(8), Signal(), Signal(8), Signal()
-        here = take & (in_frame == frame) & (in_pos <= pos) & (pos < in_pos + nbytes(beat.keep))
+        here = take & (in_frame == frame) & (in_pos <= pos) & (pos < in_pos + in_bytes)
         closing = take & beat.last & (in_frame == frame)
         m.d.comb += [byte_now.eq(Mux(here, beat.data.word_select((pos - in_pos)[:5], 8), byte)),
-                     seen_now.eq(seen | here), length_now.eq(Mux(closing, in_pos + nbytes(beat.keep), length)),
+                     seen_now.eq(seen | here), length_now.eq(Mux(closing, in_pos + in_bytes, length)),
                      ended_now.eq(ended | closing)]
         m.d.sync += [byte.eq(byte_now), seen.eq(seen_now), length.eq(length_now), ended.eq(ended_now)]
-        with m.If(give & (out_frame == frame) & (out_pos <= pos - H) & (pos - H < out_pos + nbytes(out.keep))):
+        with m.If(give & (out_frame == frame) & (out_pos <= pos - H) & (pos - H < out_pos + out_bytes)):
             m.d.comb += Assert(seen_now & (out.data.word_select((pos - H - out_pos)[:5], 8) == byte_now),
                                "the tracked byte leaves at its position less the header, unchanged")
         with m.If(dut.o.valid):
-            m.d.comb += [Assert(shaped(out.keep, out.last), "o beats are link-shaped"),
+            m.d.comb += [Assert(out_shaped, "o beats are link-shaped"),
                          Assert(out.first == (out_pos == 0), "first marks a frame's first beat")]
         with m.If(give & out.last & (out_frame == frame)):
-            m.d.comb += Assert(ended_now & (out_pos + nbytes(out.keep) == length_now - H),
+            m.d.comb += Assert(ended_now & (out_pos + out_bytes == length_now - H),
                                "a frame leaves with its length less the header")
         m.d.comb += Cover(give & out.last & (out_frame == frame) & (length > W + H))
         return m

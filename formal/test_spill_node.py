@@ -14,9 +14,9 @@ Every input is free (frames on ``i``, ``o.ready``). Properties, k-inductive toge
   zero (the SPEC's empty node).
 """
 from amaranth.asserts import AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal
 
-from formal.props import after_reset, counters_follow
+from formal.props import after_reset, counters_follow, link_beat
 from formal.runner import prove
 from hdl.headers import SPILL, wire_view
 from hdl.spill_node import COUNTERS, SpillNode, SpillNodeParams
@@ -86,12 +86,11 @@ class CounterSpec(Spec):
     def elaborate(self, platform):
         m = super().elaborate(platform)
         node = self.node
-        P, C, B, W = node.ports, node.capacity, node.beats, node.data_bytes
+        P, C, B = node.ports, node.capacity, node.beats
         H = wire.SPILL_HEADER_BYTES
         beat = node.i.payload
-        n = Signal(range(W + 1))
-        m.d.comb += [n.eq(sum(beat.keep[k] for k in range(W))),
-                     Assume(beat.keep == Mux(beat.last, (Const(1, W + 1) << n) - 1, (1 << W) - 1)), Assume(n >= 1)]
+        n, shaped = link_beat(m, beat.keep, beat.last)
+        m.d.comb += Assume(shaped)
         take = node.i.valid
         inside, nb = Signal(), Signal(range(B + 1))
         first = ~inside
