@@ -1,14 +1,48 @@
-"""The block registry: every block innet knows, in one place.
+"""The block registry: every block innet knows, in one place, as the classes themselves.
 
-``make verilog``, ``make report``, ``make bench``, the README's block table and the layout tests
-read ``BLOCKS``. A block named ``name`` lives in ``hdl/<name>.py`` (the Component),
-``models/<name>.py`` (its parameters object and golden model), ``testbenches/test_<name>.py`` and,
-with ``formal``, ``formal/test_<name>.py``; ``testbenches/test_layout.py`` checks that these files
-exist and that every Component file in ``hdl/`` is registered. See "Adding a block" in the README.
+Every service reads ``BLOCKS`` and nothing else: the lockstep testbenches, the soak, the checked bench,
+coverage, mutation, ``make verilog``, ``make report`` and the README's block table. A block has one
+name everywhere: its registry key is its module path under ``hdl/`` (``spill_node``; a family's member
+``spillway.node`` lives in ``hdl/spillway/node.py``), and the same path names its golden model
+(``models/``), its testbench (``testbenches/<path>/test_<stem>.py``) and its proofs
+(``formal/<path>/test_<stem>.py``). ``testbenches/test_layout.py`` checks all of it. See
+``docs/adding-a-block.md``.
 """
-import importlib
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from hdl.aggregator import Aggregator
+from hdl.bounded_loss_tracker import BoundedLossTracker
+from hdl.chunk_bitmap import ChunkBitmap
+from hdl.ev_expander import EvExpander
+from hdl.ev_selector import EvSelector
+from hdl.packet_fifo import PacketFifo
+from hdl.pipeline import Pipeline
+from hdl.pipeline_inswitch import InSwitchPipeline
+from hdl.progress_regfile import ProgressRegfile
+from hdl.spillway.inswitch import InSwitchSpillBuffer
+from hdl.spillway.link import DelayLine
+from hdl.spillway.node import SpillNode
+from hdl.spillway.switch import SpillSwitch
+from hdl.spillway.top import Spillway
+from hdl.usid_forwarder import UsidForwarder
+from models.aggregator import AggregatorModel, AggregatorParams
+from models.bounded_loss_tracker import BoundedLossTrackerModel, BoundedLossTrackerParams
+from models.chunk_bitmap import ChunkBitmapModel, ChunkBitmapParams
+from models.ev_expander import EvExpanderModel, EvExpanderParams
+from models.ev_selector import EvSelectorModel, EvSelectorParams
+from models.packet_fifo import PacketFifoModel, PacketFifoParams
+from models.pipeline import PipelineModel, PipelineParams
+from models.pipeline_inswitch import InSwitchPipelineModel, InSwitchPipelineParams
+from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
+from models.spillway.inswitch import InSwitchModel
+from models.spillway.link import DelayLineModel
+from models.spillway.node import SpillNodeModel
+from models.spillway.params import InSwitchParams, LinkParams, SpillNodeParams, SpillSwitchParams, SpillwayParams
+from models.spillway.switch import SpillSwitchModel
+from models.spillway.top import SpillwayModel
+from models.usid_forwarder import UsidForwarderModel, UsidForwarderParams
 
 __all__ = ["Block", "BLOCKS", "ROOT", "block", "names", "variant"]
 
@@ -17,81 +51,94 @@ ROOT = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Block:
-    """One registered block."""
-    name: str                   #: file stem in hdl/, models/, testbenches/test_, formal/test_
-    component: str              #: the Component class in hdl/<name>.py
-    params: str                 #: its parameters class in models/<name>.py
-    model: str                  #: its golden model class in models/<name>.py
+    """One registered block: its Component, parameters and golden model classes, and what the
+    services need to know of it."""
+    name: str                   #: module path under hdl/ (and models/, testbenches/, formal/)
+    component: type             #: the Component class; ``component(params)`` builds it
+    params: type                #: its parameters class (``models.params.Params``)
+    model: type                 #: its golden model class (``models/contract.py``); ``model(params)``
     title: str                  #: what the block is, for tables
-    spec: str = ""              #: SPEC.md section
-    formal: bool = True         #: has formal/test_<name>.py
-    stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
-    bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
+    doc: str = ""               #: its specification page under docs/
+    formal: bool = True         #: has proofs
+    stimulus: str = "roce"      #: line-rate traffic (tools/traffic.py) for the bench, the soak and mutants
+    bench: dict = field(default_factory=dict)   #: benchmark (and soak) parameter overrides
+    soak: dict = field(default_factory=dict)    #: further soak overrides (what the soak must reach)
     variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
     tests: tuple = ()           #: more testbenches that exercise the block (``make mutants`` runs them too)
 
-    def _load(self, module, name):
-        return getattr(importlib.import_module(f"{module}.{self.name}"), name)
-
-    @property
-    def component_cls(self):
-        return self._load("hdl", self.component)
-
-    @property
-    def params_cls(self):
-        return self._load("models", self.params)
-
-    @property
-    def model_cls(self):
-        return self._load("models", self.model)
-
     def make_params(self, values=None):
         """The parameters object from a (nested) dict of overrides of the defaults."""
-        return self.params_cls.from_dict(values or {})
+        return self.params.from_dict(values or {})
 
     def build(self, params=None):
         """The Component with ``params`` (default parameters when None)."""
-        return self.component_cls(params if params is not None else self.params_cls())
+        return self.component(params if params is not None else self.params())
+
+    @property
+    def path(self):
+        """The block's path: ``spillway/node`` for ``spillway.node``."""
+        return self.name.replace(".", "/")
+
+    def testbench(self):
+        """Its testbench, relative to the repository root."""
+        head, _, stem = self.path.rpartition("/")
+        return f"testbenches/{head + '/' if head else ''}test_{stem}.py"
+
+    def proofs(self):
+        """Its proofs, relative to the repository root (None without ``formal``)."""
+        return self.testbench().replace("testbenches/", "formal/", 1) if self.formal else None
 
     def files(self):
         """The block's files, relative to the repository root."""
-        files = [f"hdl/{self.name}.py", f"models/{self.name}.py", f"testbenches/test_{self.name}.py"]
-        return files + ([f"formal/test_{self.name}.py"] if self.formal else [])
+        sources = [Path(inspect.getsourcefile(cls)).relative_to(ROOT).as_posix()
+                   for cls in (self.component, self.model)]
+        return sources + [self.testbench()] + ([self.proofs()] if self.formal else [])
 
 
 BLOCKS = {b.name: b for b in [
-    Block("packet_fifo", "PacketFifo", "PacketFifoParams", "PacketFifoModel",
+    Block("packet_fifo", PacketFifo, PacketFifoParams, PacketFifoModel,
           "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
           bench={"data_bytes": 64}),
-    Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
-          "Spillway spill buffer manager, switch side of a spill node (variant inswitch: "
-          "in-switch buffering baseline)", spec="§1", variants={"inswitch": {"mode": "inswitch"}},
-          tests=("testbenches/test_spillway.py",)),
-    Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
-          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1",
-          stimulus="spill", bench={"data_bytes": 128}),
-    Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
-          "Symphony progress register file", spec="§2"),
-    Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
-          "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina",
+    Block("spillway.top", Spillway, SpillwayParams, SpillwayModel,
+          "Spillway as the paper describes it: switch side, spill node and the spill link each way",
+          doc="spillway.md", stimulus="spillway"),
+    Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
+          "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
+          doc="spillway.md", tests=("testbenches/spillway/test_top.py",)),
+    Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
+          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", doc="spillway.md",
+          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
+    Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
+          "Spillway spill link, one direction (a delay line of spill frames)", doc="spillway.md",
+          stimulus="spill", tests=("testbenches/spillway/test_top.py",)),
+    Block("spillway.inswitch", InSwitchSpillBuffer, InSwitchParams, InSwitchModel,
+          "Spillway's in-switch buffering baseline (spilled handles wait in the switch)", doc="spillway.md"),
+    Block("progress_regfile", ProgressRegfile, ProgressRegfileParams, ProgressRegfileModel,
+          "Symphony progress register file", doc="symphony.md",
+          # epochs of 16 cycles (ageing decided all the time, many at an epoch's edge: a timer one cycle
+          # off shows) and 8-bit epochs (the timer wraps every 4096 cycles)
+          soak={"epoch_bits": 4, "age_bits": 8}),
+    Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
+          "ESA aggregator allocator, ATP/SwitchML baselines", doc="esa.md", stimulus="ina",
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
-    Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
-          "Switch pipeline top: aggregator → progress register file → Spillway switch side "
-          "(variant inswitch: spill buffer + packet store)",
-          stimulus="mixed",
-          # the default stage 3 (models.pipeline.PipelineParams.spill) in the in-switch baseline mode
-          variants={"inswitch": {"spill": {"high": 12, "low": 4, "capacity": 8, "handle_bits": 6,
-                                           "data_bytes": 128, "mode": "inswitch"}}}),
-    Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
-          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
-    Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
-          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
-    Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
-    Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
-          "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
-    Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",
-          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", spec="§4",
+    Block("pipeline", Pipeline, PipelineParams, PipelineModel,
+          "Switch pipeline: aggregator → progress register file → Spillway switch side", doc="pipeline.md",
+          stimulus="mixed"),
+    Block("pipeline_inswitch", InSwitchPipeline, InSwitchPipelineParams, InSwitchPipelineModel,
+          "Switch pipeline, in-switch baseline: aggregator → progress register file → in-switch spill buffer "
+          "and packet store", doc="pipeline.md", stimulus="mixed"),
+    Block("usid_forwarder", UsidForwarder, UsidForwarderParams, UsidForwarderModel,
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="mrc.md", stimulus="mrc",
+          soak={"last_hop": 0xC0}),     # last-hop ports (no ECN mark, dscp_trim_last) in the soak
+    Block("ev_selector", EvSelector, EvSelectorParams, EvSelectorModel,
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="mrc.md",
+          stimulus="ev_requests"),
+    Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="mrc.md", stimulus="evs"),
+    Block("chunk_bitmap", ChunkBitmap, ChunkBitmapParams, ChunkBitmapModel,
+          "SDR-RDMA chunk-bitmap tracker with generations", doc="sdr.md", stimulus="sdr"),
+    Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,
+          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="dblp.md",
           stimulus="dblp"),
 ]}
 

@@ -42,12 +42,15 @@ from amaranth.hdl import Array, Assert, Assume, Const, Cover, Elaboratable, Modu
 
 from formal.props import after_reset, counters_follow
 from formal.runner import prove
-from hdl.pipeline import Pipeline, PipelineParams
+from hdl.pipeline import Pipeline
+from hdl.pipeline_inswitch import InSwitchPipeline
+from models.pipeline import PipelineParams
+from models.pipeline_inswitch import InSwitchPipelineParams
 
-PARAMS = PipelineParams.of(
+PARAMS = InSwitchPipelineParams.of(
     agg=dict(policy="esa", slots=1, workers=2, values=1), sym=dict(jobs=1, ring=2, table=2),
     spill=dict(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2,
-               handle_bits=2, mode="inswitch"), beats=1, data_bytes=64, counter_bits=4)
+               handle_bits=2), beats=1, data_bytes=64, counter_bits=4)
 
 
 class Spec(Elaboratable):
@@ -55,7 +58,7 @@ class Spec(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = Pipeline(PARAMS)
+        m.submodules.dut = dut = InSwitchPipeline(PARAMS)
         for port in (dut.i.valid, dut.i.payload, dut.cfg.valid, dut.cfg.payload, dut.qdepth, dut.o.ready):
             m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
         spill = dut.spill
@@ -100,7 +103,7 @@ class IntegritySpec(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.dut = dut = Pipeline(p)
+        m.submodules.dut = dut = InSwitchPipeline(p)
         for port in (dut.i.valid, dut.i.payload, dut.cfg.valid, dut.cfg.payload, dut.qdepth, dut.o.ready):
             m.d.comb += port.eq(AnySeq(len(Value.cast(port))))
         B, hb, nb = p.beats, p.spill.handle_bits, p.data_bytes
@@ -182,7 +185,10 @@ class IntegritySpec(Elaboratable):
 INTEGRITY_DEPTH = int(os.environ.get("INNET_PIPELINE_DEPTH", "7"))
 
 
-DISAGG_PARAMS = PARAMS.replace(spill=PARAMS.spill.replace(mode="disaggregated", buffer=2, mtu=64, return_slots=1))
+DISAGG_PARAMS = PipelineParams.of(
+    agg=dict(policy="esa", slots=1, workers=2, values=1), sym=dict(jobs=1, ring=2, table=2),
+    spill=dict(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2,
+               handle_bits=2, buffer=2, mtu=64, return_slots=1), data_bytes=64, counter_bits=4)
 
 
 class PortsSpec(Elaboratable):

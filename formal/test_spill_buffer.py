@@ -1,4 +1,4 @@
-"""Formal proofs of the Spillway spill core (hdl/spill_buffer.py, descriptor level).
+"""Formal proofs of the Spillway spill core (hdl/spillway/, descriptor level).
 
 The spec drives every input of ``SpillCore`` freely (arrivals, queue depths, ``o.ready``) and
 tracks two packets by handle (``AnyConst``): ``early`` and ``late`` of one flow and port, ``late``
@@ -42,13 +42,19 @@ from amaranth.lib import data
 
 from formal.props import after_reset, counters_follow, link_beat
 from formal.runner import prove
-from hdl.spill_buffer import CREDIT_COUNTERS, CreditCore, SpillBuffer, SpillBufferParams, SpillCore
-from hdl.spill_node import SpillNode, SpillNodeParams
+from hdl.spillway.credit import CreditCore
+from hdl.spillway.inswitch import InSwitchSpillBuffer
+from hdl.spillway.link import Decapsulator
+from hdl.spillway.node import SpillNode
+from hdl.spillway.spill_core import SpillCore
+from hdl.spillway.switch import SpillSwitch
 from models import wire
 from models.headers import IP, UDP, Ether
+from models.spillway.credit import CREDIT_COUNTERS
+from models.spillway.params import InSwitchParams, SpillNodeParams, SpillSwitchParams
 
-PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
-                           depth_bits=2, handle_bits=3, counter_bits=4, mode="inswitch")
+PARAMS = InSwitchParams(ports=2, high=2, low=1, capacity=3, drain_rate=1, drain_window=2, flows=2,
+                        depth_bits=2, handle_bits=3, counter_bits=4)
 
 
 class Tracked:
@@ -240,7 +246,7 @@ def test_spill_buffer_cover():
 
 # --- Disaggregated mode: CreditCore with the links and the spill node as free-delay channels ---------
 
-CREDIT_PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
+CREDIT_PARAMS = SpillSwitchParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
                                   depth_bits=2, handle_bits=3, counter_bits=4, mtu=100, return_slots=2)
 
 
@@ -476,15 +482,15 @@ def test_credit_core_prove(order):
     prove(CreditSpec(order), f"spill_credit_{order}", depth=4, mode="prove")
 
 
-# --- Disaggregated mode, byte level: the whole switch side (SpillBuffer, mode="disaggregated") --------
+# --- Disaggregated mode, byte level: the whole switch side (SpillSwitch) --------
 
-SWITCH_PARAMS = SpillBufferParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
+SWITCH_PARAMS = SpillSwitchParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
                                   depth_bits=2, handle_bits=3, counter_bits=4, data_bytes=42, mtu=42, buffer=3,
-                                  return_slots=1, mode="disaggregated")
+                                  return_slots=1)
 
 
 class SwitchSpec(Elaboratable):
-    """``SpillBuffer(mode="disaggregated")`` with every input free (packets and bytes on ``i`` and on the
+    """``SpillSwitch`` with every input free (packets and bytes on ``i`` and on the
     return link ``spill_i``, queue depths, ``o.ready``, ``spill_o.ready``). The spec watches only the
     ports: it parses each frame's spill header on ``spill_o`` at the frame's first beat (its own frame
     boundaries) and counts, per origin port, DATA frames started and sent whole, DRAIN frames, and
@@ -501,7 +507,7 @@ class SwitchSpec(Elaboratable):
     """
 
     def __init__(self, params=SWITCH_PARAMS):
-        self.dut = SpillBuffer(params)
+        self.dut = SpillSwitch(params)
 
     def elaborate(self, platform):
         m = Module()
@@ -917,7 +923,6 @@ class DecapSpec(Elaboratable):
     W = 24
 
     def elaborate(self, platform):
-        from hdl.spill_buffer import Decapsulator
         m = Module()
         W, H = self.W, wire.SPILL_HEADER_BYTES
         m.submodules.dut = dut = Decapsulator(W)
@@ -973,7 +978,7 @@ def test_decapsulator_bmc():
 
 
 class HandleSpec(Elaboratable):
-    """The in-switch ``SpillBuffer`` numbers packets: every packet whose last beat is taken on ``i``
+    """The in-switch ``InSwitchSpillBuffer`` numbers packets: every packet whose last beat is taken on ``i``
     (malformed or not) takes the next handle, from 0 after reset (its docstring). The spec counts
     those packets itself; within the bound (fewer than 2**handle_bits packets) a descriptor leaving on
     ``o`` carries a handle below that count, and no handle leaves twice. Beats, queue depths,
@@ -981,7 +986,7 @@ class HandleSpec(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.dut = dut = SpillBuffer(PARAMS)
+        m.submodules.dut = dut = InSwitchSpillBuffer(PARAMS)
         m.d.comb += [dut.i.valid.eq(AnySeq(1)), dut.i.payload.as_value().eq(AnySeq(len(dut.i.payload.as_value()))),
                      dut.qdepth.as_value().eq(AnySeq(len(dut.qdepth.as_value()))), dut.o.ready.eq(AnySeq(1))]
         arrivals = Signal(8)

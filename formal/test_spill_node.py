@@ -1,4 +1,4 @@
-"""Formal proofs of the Spillway spill node (hdl/spill_node.py).
+"""Formal proofs of the Spillway spill node (hdl/spillway/node.py).
 
 Every input is free (frames on ``i``, ``o.ready``). Properties, k-inductive together:
 
@@ -19,7 +19,7 @@ from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module
 from formal.props import after_reset, counters_follow, link_beat
 from formal.runner import prove
 from hdl.headers import SPILL, wire_view
-from hdl.spill_node import COUNTERS, SpillNode, SpillNodeParams
+from hdl.spillway.node import COUNTERS, SpillNode, SpillNodeParams
 from models import wire
 
 PARAMS = SpillNodeParams(ports=2, capacity=2, mtu=42, data_bytes=22, counter_bits=4)
@@ -72,7 +72,7 @@ class Spec(Elaboratable):
 
 
 class CounterSpec(Spec):
-    """Every counter against the spec's own judgement of each frame (``models.spill_node.classify``,
+    """Every counter against the spec's own judgement of each frame (``models.spillway.node.classify``,
     SPEC section 1), k-inductive with the base properties. Frames as a link carries them: every beat
     but the last full, the last one 1..``data_bytes`` bytes from byte 0 (the judgement is on lengths).
     The spec's framing (a frame starts after a last beat), the first beat's header held (EtherType,

@@ -1,5 +1,4 @@
 """Golden model of ``hdl.packet_fifo.PacketFifo``: packets leave as they came, in order."""
-import collections
 from dataclasses import dataclass
 
 from models.params import Params, check, param
@@ -15,14 +14,19 @@ class PacketFifoParams(Params):
 
 
 class PacketFifoModel:
-    """Packet-level model: ``push`` packets, ``pop`` them in the same order."""
+    """Transaction-level model (``models/contract.py``): each packet in on ``i`` leaves on ``o`` unchanged,
+    in order."""
+
+    KIND = "transaction"
 
     def __init__(self, params=None):
         self.params = check(params, PacketFifoParams)
-        self.queue = collections.deque()
 
-    def push(self, raw, meta):
-        self.queue.append((bytes(raw), dict(meta)))
+    def reset(self):
+        """Nothing to forget: the FIFO's contents are the lockstep's pending packets."""
 
-    def pop(self):
-        return self.queue.popleft()
+    def process(self, port, item):
+        return {"o": [item]}
+
+    def counters(self):
+        return {}

@@ -618,19 +618,6 @@ def aggregator(component, params, table):
         lambda: model.counters)
 
 
-def packet_fifo(component, params, table):
-    from models.packet_fifo import PacketFifoModel
-    model, shape = PacketFifoModel(params), _shapes(component)["o"]
-
-    def outputs(beats):
-        items = []
-        for raw, meta in _packets(beats, params.data_bytes):
-            model.push(raw, meta)
-            items.append(model.pop())
-        return {"o": _packet_beats(shape, params.data_bytes, items)}
-    return _in_order(outputs, lambda: {})
-
-
 def usid_forwarder(component, params, table):
     """Descriptors in (the payload past ``HDR_BYTES`` is not in them: zeros), results out; for a packet
     that leaves, the bytes of ``hdr`` the deparser sends and the length are compared."""
@@ -677,7 +664,7 @@ def usid_forwarder(component, params, table):
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
             "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
-            "progress_regfile": progress_regfile, "aggregator": aggregator, "packet_fifo": packet_fifo,
+            "progress_regfile": progress_regfile, "aggregator": aggregator,
             "usid_forwarder": usid_forwarder, "pipeline": pipeline}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
@@ -710,7 +697,8 @@ def side_table(name, component, params, rng=None):
         if field.endswith("_pause") and rng is not None:
             return int(rng.randrange(8) == 0)
         return [0] * shape.length if isinstance(shape, data.ArrayLayout) else 0
-    stalls = rng is not None and name in STALLS
+    import registry
+    stalls = rng is not None and (name in STALLS or hasattr(registry.block(name).model, "KIND"))
     return [Side({field: value(field, shape) for field, shape in inputs},
                  tuple(stalls and rng.randrange(4) == 0 for _ in range(ports))) for _ in range(SIDE)]
 
@@ -730,14 +718,88 @@ def _side_words(component, table):
     return words
 
 
+def lockstep_runner(lockstep, table, tail=TAIL):
+    """The golden model of ``lockstep`` as a batch runner ``run(items, final) -> Expected``, driven as the
+    ``Checked`` wrapper drives the block. A cycle model steps once a cycle: ``i`` offered from the
+    batch's beats at the rate the model's ``i__ready`` takes them, the command stream from the batch's
+    command items (offered once the beats before them went in; ``i`` waits meanwhile), every other
+    input stream idle, the other inputs and each output's ready from the side memory ``table``; an
+    output transfer is an expected beat with its cycle; the batch ends in the cycle its last input goes
+    in (``final``: ``tail`` cycles later). A transaction model takes the items in order and its outputs
+    are expected in order, without cycles."""
+    ports = lockstep.ports
+    stimulus = ports.by_name["i"]
+    command = next((p for p in ports.streams_in if p.name != "i"), None)
+    if lockstep.kind == "transaction":
+        def run_items(items, final):
+            outputs = {}
+            for item in items:
+                port, value = (command, item["cmd"]) if "cmd" in item else (stimulus, item)
+                for name, beats in lockstep.feed(port.name, _pack(port.layout, value)).items():
+                    outputs.setdefault(name, []).extend((NO_CYCLE, word, mask) for word, mask in beats)
+            return Expected(outputs, counters=lockstep.model.counters())
+        return run_items
+
+    idle = {f"{p.name}__{k}": v for p in ports.streams_in if p.name not in ("i", getattr(command, "name", None))
+            for k, v in (("valid", 0), ("payload", None))}
+
+    def run_cycles(items, final):
+        beats, commands = _split(items)
+        packets = _lookahead(beats, stimulus) if "i" in lockstep.lookahead else {}
+        outputs, index, cycle, after, last, taken = {}, 0, 0, 0, None, 0
+        while index < len(beats) or taken < len(commands) or (final and after < tail):
+            cmd = commands[taken][1] if taken < len(commands) and commands[taken][0] <= index else None
+            beat = beats[index] if index < len(beats) and cmd is None else None
+            side = table[cycle % SIDE]
+            inputs = {"i__valid": int(beat is not None), "i__payload": beat, **idle}
+            if beat is not None and index in packets:
+                inputs["i__packet"] = packets[index]
+            if command is not None:
+                inputs.update({f"{command.name}__valid": int(cmd is not None), f"{command.name}__payload": cmd})
+            inputs.update(side.inputs)
+            for port, stall in zip(ports.streams_out, side.stall):
+                inputs[f"{port.name}__ready"] = int(not stall)
+            expected, said = lockstep.predict(inputs)
+            for port, stall in zip(ports.streams_out, side.stall):
+                if said.get(f"{port.name}__valid") and not stall:
+                    outputs.setdefault(port.name, []).append((cycle, *expected[f"{port.name}__payload"]))
+            if beat is not None and said["i__ready"]:
+                index, last = index + 1, cycle
+            if cmd is not None and said[f"{command.name}__ready"]:
+                taken += 1
+            cycle += 1
+            after += index == len(beats) and taken == len(commands)
+        return Expected(outputs, cycle, last, lockstep.model.counters())
+    return run_cycles
+
+
+def _lookahead(beats, port):
+    """``{index of a packet's first beat: Packet}`` of a batch's beats (a model's ``LOOKAHEAD``)."""
+    from models.contract import Packet
+    out, start = {}, 0
+    for n, beat in enumerate(beats):
+        if beat["last"]:
+            raw, meta = next(_packets(beats[start:n + 1], port.bytes))
+            out[start] = Packet(raw, meta)
+            start = n + 1
+    return out
+
+
 def session(name, component, params, rng=None):
     """The golden model of block ``name`` as a batch runner ``run(beats, final=True) -> Expected``
     (timed: ``Expected.model_seconds``), its state kept from one batch to the next; ``rng``: random
     side inputs and output stalls (``side_table``), else outputs always ready and ``qdepth`` 0."""
-    if name not in ADAPTERS:
-        raise KeyError(f"no checked-engine adapter for block {name!r}; known: {', '.join(ADAPTERS)}")
+    import registry
+    from testbenches.lockstep import Lockstep
+    model_cls = registry.block(name).model
     table = side_table(name, component, params, rng)
-    adapter, words = ADAPTERS[name](component, params, table), _side_words(component, table)
+    if hasattr(model_cls, "KIND"):
+        adapter = lockstep_runner(Lockstep(component, model_cls(params)), table)
+    elif name in ADAPTERS:
+        adapter = ADAPTERS[name](component, params, table)
+    else:
+        raise KeyError(f"no checked-engine adapter for block {name!r}; known: {', '.join(ADAPTERS)}")
+    words = _side_words(component, table)
     command = _command(component)
 
     def run(items, final=True):

@@ -32,7 +32,9 @@ from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapWriter
 
 import registry
+from models.contract import Packet
 from models.packet import beats_of
+from testbenches.lockstep import Lockstep
 
 __all__ = [
     "pack", "unpack", "Frame", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
@@ -421,65 +423,136 @@ class PacketSink(StreamSink):
 
 # --- Block testbench base ----------------------------------------------------------------------
 
-class BlockTB:
-    """Base of a block's testbench: clock, reset, counters compared with the model's, conservation,
-    pcaps.
+class _PortValues(dict):
+    """The integer value of each port in the cycle that just ended, read from the simulator when first
+    asked for (a port the model does not name this cycle is never read)."""
 
-    A subclass sets ``name`` (the block's registry name) and creates its drivers in ``source`` /
-    ``sink``; it extends ``reset`` with its own bookkeeping (model reset, ...). ``params`` is the run's
-    parameters object, ``block`` the Component built from it (for its attributes), ``counter_names``
-    the model module's ``COUNTERS``. While ``resetting`` is true, monitors skip their checks.
+    def __init__(self, handles):
+        super().__init__()
+        self.handles = handles
+
+    def __missing__(self, name):
+        value = self[name] = int(self.handles[name].value)
+        return value
+
+
+class BlockTB:
+    """Base of a block's testbench: clock, reset, the golden model in lockstep, drivers, counters,
+    conservation, pcaps.
+
+    A subclass sets ``name`` (the block's registry name) and creates the drivers it needs with
+    ``packet_source``, ``stream_source``, ``packet_sink`` and ``stream_sink`` (each takes the port's own
+    layout from the Component). ``params`` is the run's parameters object, ``block`` the Component built
+    from it, ``model`` the block's golden model (the registry's, or the one given) and ``lockstep`` the
+    two side by side (``testbenches/lockstep.py``): from the first cycle after a reset, every cycle of
+    the RTL is compared with the model (a cycle model: every port it names; a transaction model: every
+    output transfer). ``sample(values)`` is called each cycle before the model's step, with the ports'
+    values (``_PortValues``): a testbench's functional coverage. While ``resetting`` is true nothing is
+    compared; ``cycle`` counts the compared cycles.
     """
 
     name = None
     period_ns = 2
 
-    def __init__(self, dut):
+    def __init__(self, dut, model=None):
         self.dut = dut
         self.params = params()
-        self.block = registry.block(self.name).build(self.params)
-        self.counter_names = tuple(getattr(importlib.import_module(f"models.{self.name}"), "COUNTERS", ()))
+        entry = registry.block(self.name)
+        self.block = entry.build(self.params)
+        self.model = model if model is not None else entry.model(self.params)
+        self.lockstep = Lockstep(self.block, self.model)
         self.resetting = False
         self.muted = False          # outputs are discarded while a reset lands mid-traffic
         self.source = self.sink = None
+        self.drivers = {}
+        self.cycle = 0
         start_clock(dut, self.period_ns)
+        cocotb.start_soon(self._run_lockstep())
+
+    def _layout(self, port):
+        return self.lockstep.ports.by_name[port].layout
+
+    def _driver(self, kind, port):
+        driver = self.drivers[port] = kind(self.dut, port, self._layout(port))
+        return driver
+
+    def packet_source(self, port="i"):
+        return self._driver(PacketSource, port)
+
+    def stream_source(self, port):
+        return self._driver(StreamSource, port)
+
+    def packet_sink(self, port="o"):
+        return self._driver(PacketSink, port)
+
+    def stream_sink(self, port):
+        return self._driver(StreamSink, port)
+
+    def _lookahead(self, port):
+        """The whole packet whose first beat is on ``port`` now (a model's ``LOOKAHEAD``)."""
+        raw, meta = self.drivers[port].packets[0]
+        return Packet(raw, meta)
+
+    def sample(self, values):
+        """Functional coverage of one cycle, before the model's step (a testbench may override it)."""
+
+    async def _run_lockstep(self):
+        handles = {name: getattr(self.dut, name) for name in self.lockstep.ports.names()}
+        after_reset = False
+        while True:
+            await RisingEdge(self.dut.clk)
+            if self.in_reset():
+                after_reset = True
+                continue
+            if after_reset:
+                self.lockstep.reset()
+                after_reset = False
+            values = _PortValues(handles)
+            self.sample(values)
+            self.lockstep.cycle(values, self._lookahead, where=f"cycle {self.cycle}")
+            self.cycle += 1
 
     def in_reset(self):
         """True while ``reset`` runs or the DUT's ``rst`` is high."""
         return self.resetting or bool(self.dut.rst.value)
 
     async def reset(self, cycles=3):
-        """Hold ``rst`` for ``cycles`` edges; the drivers drop their queued and partial packets."""
+        """Hold ``rst`` for ``cycles`` edges; the drivers drop their queued and partial packets, the
+        model starts again."""
         self.resetting = True
         await reset(self.dut, cycles)
+        self.lockstep.reset()
         self.resetting = False
 
-    async def reset_mid_traffic(self, landing, restart, cycles=2):
+    async def reset_mid_traffic(self, landing, cycles=2):
         """Reset once the source has sent ``landing`` beats with more still queued: outputs seen
-        meanwhile are discarded (``muted``), the sink is cleared, ``restart()`` gives the checker a
-        fresh model; afterwards every counter reads 0."""
+        meanwhile are discarded (``muted``), the sink is cleared, the model starts again; afterwards
+        every counter reads 0."""
         while self.source.sent < landing:
             await RisingEdge(self.dut.clk)
         assert self.source.queue, "the reset lands mid-traffic"
         self.muted = True
         await self.reset(cycles)
         self.sink.clear()
-        restart()
         self.muted = False
         assert not any(self.counters().values()), f"counters cleared by reset: {self.counters()}"
 
     def counters(self):
-        """The DUT's counter ports, by name."""
-        return {name: int(getattr(self.dut, name).value) for name in self.counter_names}
+        """The DUT's counter ports (those the model counts), by name."""
+        return {name: int(getattr(self.dut, name).value) for name in self.model.counters()}
 
-    def check_counters(self, expected):
-        """The DUT's counters equal ``expected`` (the model's); recorded in the summary; returned."""
-        got, expected = self.counters(), dict(expected)
+    def check_counters(self, expected=None):
+        """The DUT's counters equal ``expected`` (default: the model's); recorded in the summary; returned."""
+        got, expected = self.counters(), dict(self.model.counters() if expected is None else expected)
         if got != expected:
             differ = {k: (got.get(k), expected.get(k)) for k in {**got, **expected} if got.get(k) != expected.get(k)}
             raise AssertionError(f"counters: RTL {got}, model {expected}; differing (RTL, model): {differ}")
         summary(counters=got)
         return got
+
+    def check_done(self):
+        """Every output the model expects came out of the RTL (a transaction model)."""
+        self.lockstep.done()
 
     @staticmethod
     def conserved(what, total, **parts):

@@ -4,7 +4,6 @@ import random
 
 import cocotb
 
-from hdl.packet import beat_layout
 from hdl.packet_fifo import PacketFifo, PacketFifoParams
 from models.headers import roce_packet
 from testbenches import runner, tb
@@ -17,9 +16,8 @@ class TB(tb.BlockTB):
 
     def __init__(self, dut):
         super().__init__(dut)
-        layout = beat_layout(self.params.data_bytes)
-        self.source = tb.PacketSource(dut, "i", layout)
-        self.sink = tb.PacketSink(dut, "o", layout)
+        self.source = self.packet_source("i")
+        self.sink = self.packet_sink("o")
 
 
 @cocotb.test()
@@ -39,6 +37,7 @@ async def round_trip(dut):
     for _ in range(200):
         board.check(await t.sink.recv())
     board.check_done()
+    t.check_done()
     assert t.sink.empty()
     t.write_pcaps()
 

@@ -1,14 +1,14 @@
-"""Cycle-accurate golden model of the Spillway spill node (hdl/spill_node.py, SPEC section 1).
+"""Cycle-accurate golden model of Spillway's spill node (hdl/spillway/node.py, SPEC section 1).
 
 The spill node is the buffer device in the destination DC that holds the packets a congested switch
 spills. It speaks spill-link frames (``Ether(type=0x88B5) / Spill / inner``, see
 ``models.headers.Spill``) on a byte stream ``i`` (from the switch; no back-pressure: a link does not
 push back) and ``o`` (to the switch; back-pressure from the link serialiser).
 """
-from dataclasses import dataclass
-
 from models import wire
-from models.params import Params, check, param
+from models.contract import Counters
+from models.params import check
+from models.spillway.params import SpillNodeParams
 
 __all__ = ["SpillNodeParams", "SpillNodeModel", "COUNTERS", "slot_beats", "classify"]
 
@@ -17,14 +17,6 @@ __all__ = ["SpillNodeParams", "SpillNodeModel", "COUNTERS", "slot_beats", "class
 COUNTERS = ("received", "returned", "overflow", "oversize", "malformed", "drains", "drain_empty")
 
 
-@dataclass(frozen=True, kw_only=True)
-class SpillNodeParams(Params):
-    """Parameters of ``SpillNode`` and its model (the switch's testbench derives them from its own)."""
-    ports: int = param(4, lo=1, hi=256, doc="origin egress ports (one FIFO each)")
-    capacity: int = param(16, lo=1, hi=1 << 12, doc="stored packets per origin port (the switch's credits)")
-    mtu: int = param(512, lo=wire.UDP_HEADER_END, hi=9216, doc="largest inner frame, bytes")
-    data_bytes: int = param(64, lo=wire.SPILL_HEADER_BYTES, hi=1024, doc="bus width, bytes")
-    counter_bits: int = param(32, lo=1, hi=64, doc="counter width")
 
 
 def slot_beats(params):
@@ -61,11 +53,12 @@ def returned(frame):
 
 
 class SpillNodeModel:
-    """Takes the ``SpillNodeParams`` of ``SpillNode``; ``step`` is one clock cycle.
+    """Cycle-accurate model (``models/contract.py``) of ``SpillNode``.
 
-    ``step(beat, o_ready)`` takes the beat on ``i`` (a dict, or None when ``i.valid`` is low; ``i``
-    is always ready) and ``o.ready``, returns ``(o_valid, o_payload)`` as the RTL shows them in that
-    cycle (``o_payload`` a beat dict, None when not valid), then advances the state as the clock edge.
+    ``tick(beat, o_ready)`` is one clock cycle: it takes the beat on ``i`` (a dict, or None when
+    ``i.valid`` is low; ``i`` is always ready) and ``o.ready``, returns ``(o_valid, o_payload)`` as
+    the RTL shows them in that cycle (``o_payload`` a beat dict, None when not valid), then advances
+    the state as the clock edge.
 
     Behaviour (cycle level):
 
@@ -83,10 +76,13 @@ class SpillNodeModel:
       next frame starts in the next cycle).
     """
 
+    KIND = "cycle"
+
     def __init__(self, params=None):
         p = self.params = check(params, SpillNodeParams)
         self.ports, self.capacity, self.width = p.ports, p.capacity, p.data_bytes
         self.beats = slot_beats(p)
+        self.counters = Counters(COUNTERS, p.counter_bits, "wrap")
         self.reset()
 
     def reset(self):
@@ -96,7 +92,7 @@ class SpillNodeModel:
         self.full = False                               # its port's FIFO was full at its first beat
         self.current, self.index = None, 0              # port being served, next beat
         self.rr = 0
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
 
     @property
     def stored(self):
@@ -118,7 +114,12 @@ class SpillNodeModel:
         return {"data": int.from_bytes(chunk, "little"), "keep": (1 << len(chunk)) - 1,
                 "first": int(self.index == 0), "last": int(last), "meta": {}}
 
-    def step(self, beat, o_ready):
+    def step(self, inputs):
+        stored = self.stored
+        valid, out = self.tick(inputs["i__payload"], inputs["o__ready"])
+        return {"i__ready": 1, "o__valid": int(valid), "o__payload": out, "stored": stored}
+
+    def tick(self, beat, o_ready):
         port = self._choice()
         out = self._beat(port) if port is not None else None
         outputs = (out is not None, out)
@@ -133,7 +134,7 @@ class SpillNodeModel:
             if out["last"]:
                 self.fifos[port].pop(0)
                 self.requested[port] -= 1
-                self.counters["returned"] += 1
+                self.counters.add("returned")
                 self.rr, self.current, self.index = (port + 1) % self.ports, None, 0
             else:
                 self.current, self.index = port, self.index + 1
@@ -159,6 +160,6 @@ class SpillNodeModel:
             port, count = frame[wire.SPILL_PORT_AT], frame[wire.SPILL_COUNT_AT]
             granted = min(count, len(self.fifos[port]) - self.requested[port])
             self.requested[port] += granted
-            self.counters["drain_empty"] += count - granted
+            self.counters.add("drain_empty", count - granted)
             kind = "drains"
-        self.counters[kind] += 1
+        self.counters.add(kind)

@@ -1,21 +1,16 @@
-"""Spillway spill node (SPEC section 1): the disaggregated buffer that holds a switch's spilled packets."""
+"""Spillway's spill node (SPEC section 1): the disaggregated buffer that holds a switch's spilled packets."""
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.headers import ETHERNET, SPILL, wire_view
-from hdl.packet import beat_layout
 from hdl.parse import Parser
+from hdl.spillway.link import link_layout
 from models import wire
 from models.params import check
-from models.spill_node import COUNTERS, SpillNodeParams, slot_beats
+from models.spillway.node import COUNTERS, SpillNodeParams, slot_beats
 
-__all__ = ["SpillNode", "SpillNodeParams", "COUNTERS", "link_layout"]
-
-
-def link_layout(data_bytes=64):
-    """One beat of the spill link: a packet-stream beat without metadata."""
-    return beat_layout(data_bytes, data.StructLayout({}))
+__all__ = ["SpillNode", "SpillNodeParams", "COUNTERS"]
 
 
 class SpillNode(wiring.Component):
@@ -29,7 +24,7 @@ class SpillNode(wiring.Component):
     - A frame's header is read from its first beat (the parser holds it); a DATA frame's beats are
       written into the tail slot of its port's FIFO as they arrive, unless that FIFO was full at
       the frame's first beat (then nothing is written: a stored frame is never overwritten) or the
-      beat is past the slot. At the last beat the frame is classified (``models.spill_node.classify``):
+      beat is past the slot. At the last beat the frame is classified (``models.spillway.node.classify``):
       stored (``received``, the tail advances), ``overflow`` (full at the first beat), ``oversize``,
       ``malformed``, or a DRAIN request (``drains``): ``min(count, stored - requested)`` packets
       are added to the port's requests, the rest counted ``drain_empty``.

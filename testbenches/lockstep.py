@@ -1,0 +1,262 @@
+"""The one lockstep: a Component's golden model run beside its RTL, port by port.
+
+``Lockstep(component, model)`` reads the Component's signature (``Ports``) and speaks the model
+contract (``models/contract.py``) in the Component's own port names. Every service that compares RTL
+and model goes through it: the cocotb monitor of ``BlockTB`` (``cycle``: every port's value in one
+clock cycle, read from the simulator), the checked engine's expected outputs
+(``testbenches/checked/expected.py``: ``predict`` and ``feed`` on a stimulus, no simulator), the soak,
+scenario replay and the bench stimulus (both through the checked engine).
+
+- A cycle model (``KIND = "cycle"``) gets, each cycle, the value of every input port and names the
+  output ports it predicts; ``predict`` turns them into ``{port: (word, mask)}``, ``compare`` checks an
+  RTL cycle against them (a payload only while its ``valid`` is 1; a packet beat's data bytes past
+  ``keep`` are not compared).
+- A transaction model (``KIND = "transaction"``) gets each transfer into the block in the order the
+  RTL took it (packets whole, at their last beat); ``feed`` gives the items that transfer makes each
+  output send, as expected beats; ``cycle`` compares each RTL output transfer with the next one.
+"""
+import collections
+
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In
+
+from models.contract import Packet, kind_of
+from models.packet import beats_of
+from testbenches.layouts import expect, pack, unpack, width
+
+__all__ = ["Port", "Ports", "Lockstep", "Mismatch", "packet_mask"]
+
+
+class Mismatch(AssertionError):
+    """The RTL and the golden model disagree; the message names the cycle, the port and the fields."""
+
+
+class Port:
+    """One port of a Component: ``name``; ``stream`` (a stream port: ``layout`` is its payload's) or
+    a plain port (``layout`` is its shape); ``inward`` (``In``); ``packet`` (an ``hdl/packet.py``
+    byte stream, ``bytes`` wide)."""
+
+    def __init__(self, name, member):
+        self.name, self.inward = name, member.flow == In
+        self.stream = member.is_signature and isinstance(member.signature, stream.Signature)
+        self.layout = member.signature.members["payload"].shape if self.stream else member.shape
+        fields = dict(self.layout) if isinstance(self.layout, data.StructLayout) else {}
+        self.packet = self.stream and set(fields) == {"data", "keep", "first", "last", "meta"}
+        self.bytes = width(fields["keep"].shape) if self.packet else 0
+        if self.packet:
+            self.meta = fields["meta"].shape
+            self._last, self._first = fields["last"].offset, fields["first"].offset
+
+    def last(self, word):
+        """Whether the beat ``word`` ends a packet (every beat of a non-packet stream does)."""
+        return not self.packet or bool(word >> self._last & 1)
+
+    def first(self, word):
+        return not self.packet or bool(word >> self._first & 1)
+
+
+class Ports:
+    """The ports of a Component, in signature order, and their flat names as the Verilog spells them
+    (``x__valid``, ``x__ready``, ``x__payload`` of a stream ``x``; a plain port's own name)."""
+
+    def __init__(self, component):
+        members = component.signature.members
+        self.all = [Port(name, member) for name, member in members.items()]
+        self.by_name = {p.name: p for p in self.all}
+        self.streams_in = [p for p in self.all if p.stream and p.inward]
+        self.streams_out = [p for p in self.all if p.stream and not p.inward]
+        self.plain_in = [p for p in self.all if not p.stream and p.inward]
+        self.plain_out = [p for p in self.all if not p.stream and not p.inward]
+        #: flat name -> payload layout or shape, for the inputs and the outputs of the Component
+        self.inputs, self.outputs = {}, {}
+        for p in self.all:
+            if p.stream:
+                driven, read = (self.inputs, self.outputs) if p.inward else (self.outputs, self.inputs)
+                driven[f"{p.name}__valid"] = read[f"{p.name}__ready"] = wiring.Shape.cast(1)
+                driven[f"{p.name}__payload"] = p.layout
+            else:
+                (self.inputs if p.inward else self.outputs)[p.name] = p.layout
+
+    def names(self):
+        """Every flat port name."""
+        return [*self.inputs, *self.outputs]
+
+
+def packet_mask(port, word):
+    """The mask of a packet beat's compared bits: every field, and the data bytes ``keep`` covers."""
+    keep = unpack(dict(port.layout)["keep"].shape, word >> dict(port.layout)["keep"].offset)
+    data_field = dict(port.layout)["data"]
+    ones = (1 << port.layout.size) - 1
+    data_bits = ((1 << width(data_field.shape)) - 1) << data_field.offset
+    return (ones & ~data_bits) | (((1 << 8 * keep.bit_length()) - 1) << data_field.offset)
+
+
+class Lockstep:
+    """``model`` beside ``component`` (module docstring). ``cycles`` counts the cycles compared since
+    the last ``reset``."""
+
+    def __init__(self, component, model):
+        self.ports, self.model, self.kind = Ports(component), model, kind_of(model)
+        self.lookahead = tuple(getattr(model, "LOOKAHEAD", ()))
+        self.reset()
+
+    def reset(self):
+        """The Component's reset: the model's, and every partial packet and pending expectation dropped."""
+        self.model.reset()
+        self.cycles = 0
+        self.partial = collections.defaultdict(list)        # transaction models: beats of an item going in
+        self.leaving = collections.defaultdict(list)        # and of one coming out
+        self.pending = collections.defaultdict(collections.deque)   # expected output beats, (word, mask)
+        self.matched = collections.Counter()
+
+    # --- cycle models ------------------------------------------------------------------------------
+
+    def inputs(self, values, packets=None):
+        """The model's inputs of one cycle from the input ports' integer ``values`` (flat names): a
+        payload unpacked while its ``valid`` is 1 (None otherwise); ``packets(port) -> Packet`` gives
+        the whole packet of a first beat on a ``LOOKAHEAD`` port."""
+        out = {}
+        for name, layout in self.ports.inputs.items():
+            if name.endswith("__payload"):
+                port = name[:-9]
+                valid = values[f"{port}__valid"]
+                out[name] = unpack(layout, values[name]) if valid else None
+                if valid and port in self.lookahead and out[name]["first"]:
+                    out[f"{port}__packet"] = packets(port)
+            else:
+                out[name] = unpack(layout, values[name])
+        return out
+
+    def predict(self, inputs):
+        """One cycle of a cycle model: ``inputs`` (``inputs()``'s dict) in; the outputs it names as
+        ``{flat name: (word, mask)}`` (a payload's mask covers what it names; a packet beat's, the bytes
+        of ``keep``) and the model's own dict of them."""
+        said = self.model.step(inputs)
+        unknown = set(said) - set(self.ports.outputs)
+        if unknown:
+            raise KeyError(f"{type(self.model).__name__}.step named {sorted(unknown)}, not output ports of the "
+                           f"Component (outputs: {', '.join(self.ports.outputs)})")
+        expected = {}
+        for name, value in said.items():
+            if value is None:
+                continue
+            word, mask = expect(self.ports.outputs[name], value)
+            if name.endswith("__payload"):
+                port = self.ports.by_name[name[:-9]]
+                if port.packet:
+                    mask &= packet_mask(port, word)
+            expected[name] = (word, mask)
+        self.cycles += 1
+        return expected, said
+
+    def compare(self, expected, values, where):
+        """Raise ``Mismatch`` unless the RTL's output ``values`` (flat names) agree with ``expected``."""
+        wrong = []
+        for name, (word, mask) in expected.items():
+            if name.endswith("__payload"):
+                valid = expected.get(f"{name[:-9]}__valid", (values[f"{name[:-9]}__valid"], 1))[0]
+                if not valid:
+                    continue
+            if (values[name] ^ word) & mask:
+                wrong.append(name)
+        if wrong:
+            raise Mismatch(f"{where}: " + "; ".join(self._describe(n, values[n], *expected[n]) for n in wrong))
+
+    def _describe(self, name, got, word, mask):
+        layout = self.ports.outputs[name]
+        if isinstance(layout, data.StructLayout):
+            rtl, model, named = unpack(layout, got), unpack(layout, word), unpack(layout, mask)
+            fields = {k: (rtl[k], model[k]) for k in rtl if named[k] and rtl[k] != model[k]}
+            return f"{name}: RTL {rtl}, model {model}; differing fields (RTL, model) {fields}"
+        return f"{name}: RTL {unpack(layout, got)}, model {unpack(layout, word)}" + \
+            (f" (compared bits {mask:#x})" if mask != (1 << width(layout)) - 1 else "")
+
+    # --- transaction models --------------------------------------------------------------------------
+
+    def feed(self, port, word):
+        """A beat ``word`` the RTL took on input stream ``port``: at an item's end (a packet's last beat),
+        the model's ``process``; returns ``{output port: [(word, mask) beats]}`` it makes them send."""
+        p = self.ports.by_name[port]
+        beats = self.partial[port]
+        beats.append(word)
+        if not p.last(word):
+            return {}
+        self.partial[port] = []
+        item = self._packet(p, beats) if p.packet else unpack(p.layout, word)
+        made = self.model.process(port, item)
+        out = {}
+        for name, items in made.items():
+            if name not in self.ports.by_name or self.ports.by_name[name].inward:
+                raise KeyError(f"{type(self.model).__name__}.process made items for {name!r}, not an output stream")
+            q = self.ports.by_name[name]
+            out[name] = [b for it in items for b in (self._beats(q, it) if q.packet else [expect(q.layout, it)])]
+        return out
+
+    @staticmethod
+    def _packet(port, beats):
+        fields = dict(port.layout)
+        raw = bytearray()
+        for word in beats:
+            keep = word >> fields["keep"].offset & ((1 << port.bytes) - 1)
+            lanes = word >> fields["data"].offset & ((1 << 8 * port.bytes) - 1)
+            raw += lanes.to_bytes(port.bytes, "little")[:keep.bit_length()]
+        return Packet(bytes(raw), unpack(port.meta, beats[-1] >> fields["meta"].offset))
+
+    @staticmethod
+    def _beats(port, item):
+        raw, meta = item
+        out = []
+        for beat in beats_of(raw, meta, port.bytes):
+            word = pack(port.layout, beat)
+            out.append((word, packet_mask(port, word)))
+        return out
+
+    def expect_items(self, made):
+        """Queue the expected output beats ``feed`` returned (the online monitor's scoreboard)."""
+        for name, beats in made.items():
+            self.pending[name].extend(beats)
+
+    def took(self, port, word, where):
+        """The RTL sent beat ``word`` on output stream ``port``; at an item's end (a packet's last beat:
+        a cut-through block starts a packet before its input has all come in) its beats are compared
+        with the next ones the model expects there (``Mismatch`` otherwise)."""
+        self.leaving[port].append(word)
+        if not self.ports.by_name[port].last(word):
+            return
+        beats, self.leaving[port] = self.leaving[port], []
+        queue, layout = self.pending[port], self.ports.by_name[port].layout
+        for word in beats:
+            if not queue:
+                raise Mismatch(f"{where}: {port} beat {self.matched[port]} {unpack(layout, word)} that the model "
+                               "does not expect")
+            want, mask = queue.popleft()
+            if (word ^ want) & mask:
+                raise Mismatch(f"{where}: {port} beat {self.matched[port]} differs from the golden model: "
+                               + self._describe(f"{port}__payload", word, want, mask))
+            self.matched[port] += 1
+
+    # --- one RTL cycle, either kind --------------------------------------------------------------------
+
+    def cycle(self, values, packets=None, where=None):
+        """One clock cycle of the RTL, ``values`` every port's integer value (flat names) before the
+        edge: compared with the model (``Mismatch`` on the first difference)."""
+        where = where or f"cycle {self.cycles}"
+        if self.kind == "cycle":
+            expected, _ = self.predict(self.inputs(values, packets))
+            self.compare(expected, values, where)
+            return
+        self.cycles += 1
+        for p in self.ports.streams_in:
+            if values[f"{p.name}__valid"] and values[f"{p.name}__ready"]:
+                self.expect_items(self.feed(p.name, values[f"{p.name}__payload"]))
+        for p in self.ports.streams_out:
+            if values[f"{p.name}__valid"] and values[f"{p.name}__ready"]:
+                self.took(p.name, values[f"{p.name}__payload"], where)
+
+    def done(self):
+        """``Mismatch`` if the model expects output the RTL never sent (a transaction model)."""
+        left = {name: len(q) for name, q in self.pending.items() if q}
+        if left:
+            name = next(iter(left))
+            raise Mismatch(f"expected beats never came out of the RTL: {left}; next on {name}: "
+                           f"{unpack(self.ports.by_name[name].layout, self.pending[name][0][0])}")
