@@ -1,13 +1,15 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
-# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS (bench length),
+# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
-# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options).
+# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options),
+# NAME, TITLE (new-block: the block's module path and title).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PACKETS ?= 100000
+ENGINES ?=
 PYTEST_ARGS ?=
 BLOCKS ?=
 SEEDS  ?= 4
@@ -19,7 +21,7 @@ N      ?=
 MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint formal scenarios regress regress-merge mutants coverage verilog report bench waves clean
+.PHONY: all setup sim test lint new-block formal scenarios regress regress-merge mutants coverage verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -35,7 +37,7 @@ sim: setup
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: lint
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 testbenches formal scenarios $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 tests testbenches formal scenarios $(PYTEST_ARGS)
 
 ## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
 lint: setup
@@ -67,6 +69,10 @@ coverage: setup
 mutants: setup
 	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 
+## A new block from the scaffold (tools/scaffold/): its Component, model, lockstep test and proof, registered
+new-block: setup
+	$(PY) -m tools.new_block $(NAME) $(if $(TITLE),--title "$(TITLE)")
+
 ## Verilog of the registered blocks (default parameters) -> build/verilog/<block>.v
 verilog: setup
 	$(PY) -m tools.emit -o build/verilog $(BLOCKS)
@@ -77,7 +83,7 @@ report: setup
 
 ## Simulation throughput per block: C++ Verilator harness vs cocotb (replay, batched, standard) vs pysim
 bench: setup
-	$(PY) -m tools.bench --packets $(PACKETS) $(BLOCKS)
+	$(PY) -m tools.bench --packets $(PACKETS) $(if $(ENGINES),--engines $(ENGINES)) $(BLOCKS)
 
 ## make waves [DUMP=path.vcd|.fst] SIGNALS='o__valid o__payload' [START=0 ROWS=50] [SVG=out.svg: timing diagram]
 waves: setup

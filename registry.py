@@ -43,6 +43,8 @@ from models.spillway.params import InSwitchParams, LinkParams, SpillNodeParams, 
 from models.spillway.switch import SpillSwitchModel
 from models.spillway.top import SpillwayModel
 from models.usid_forwarder import UsidForwarderModel, UsidForwarderParams
+from testbenches import soak_traffic
+from testbenches.soak_traffic import AGEING
 
 __all__ = ["Block", "BLOCKS", "ROOT", "block", "names", "variant"]
 
@@ -65,6 +67,13 @@ class Block:
     soak: dict = field(default_factory=dict)    #: further soak overrides (what the soak must reach)
     variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
     tests: tuple = ()           #: more testbenches that exercise the block (``make mutants`` runs them too)
+    traffic: object = None      #: configured soak traffic ``(component, rng) -> generate(count)``
+    #: (testbenches/soak_traffic.py; None: the ``stimulus`` pool) and the counters it must reach:
+    reached: dict = field(default_factory=dict)   #: counter -> the packets a run needs to reach it
+
+    def must_reach(self, packets):
+        """The counters a soak of ``packets`` packets must end with above 0."""
+        return [name for name, needs in self.reached.items() if packets >= needs]
 
     def make_params(self, values=None):
         """The parameters object from a (nested) dict of overrides of the defaults."""
@@ -101,7 +110,7 @@ BLOCKS = {b.name: b for b in [
           bench={"data_bytes": 64}),
     Block("spillway.top", Spillway, SpillwayParams, SpillwayModel,
           "Spillway as the paper describes it: switch side, spill node and the spill link each way",
-          doc="spillway.md", stimulus="spillway"),
+          doc="spillway.md"),
     Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
           "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
           doc="spillway.md", tests=("testbenches/spillway/test_top.py",)),
@@ -110,14 +119,17 @@ BLOCKS = {b.name: b for b in [
           stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
           "Spillway spill link, one direction (a delay line of spill frames)", doc="spillway.md",
-          stimulus="spill", tests=("testbenches/spillway/test_top.py",)),
+          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.inswitch", InSwitchSpillBuffer, InSwitchParams, InSwitchModel,
           "Spillway's in-switch buffering baseline (spilled handles wait in the switch)", doc="spillway.md"),
     Block("progress_regfile", ProgressRegfile, ProgressRegfileParams, ProgressRegfileModel,
           "Symphony progress register file", doc="symphony.md",
           # epochs of 16 cycles (ageing decided all the time, many at an epoch's edge: a timer one cycle
           # off shows) and 8-bit epochs (the timer wraps every 4096 cycles)
-          soak={"epoch_bits": 4, "age_bits": 8}),
+          soak={"epoch_bits": 4, "age_bits": 8}, traffic=soak_traffic.progress_regfile,
+          # ageing: the opening's probe, AGEING packets after the clear; the rest earlier in the opening
+          reached={"unknown": AGEING + 6, "malformed": AGEING + 7, "tracked": 0, "marked": 0, "not_ect": 0,
+                   "aged": AGEING + 4}),
     Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
           "ESA aggregator allocator, ATP/SwitchML baselines", doc="esa.md", stimulus="ina",
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
@@ -129,14 +141,21 @@ BLOCKS = {b.name: b for b in [
           "and packet store", doc="pipeline.md", stimulus="mixed"),
     Block("usid_forwarder", UsidForwarder, UsidForwarderParams, UsidForwarderModel,
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="mrc.md", stimulus="mrc",
-          soak={"last_hop": 0xC0}),     # last-hop ports (no ECN mark, dscp_trim_last) in the soak
+          soak={"last_hop": 0xC0},      # last-hop ports (no ECN mark, dscp_trim_last) in the soak
+          traffic=soak_traffic.usid_forwarder,
+          reached=dict.fromkeys(("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
+                                 "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"), 0)),
     Block("ev_selector", EvSelector, EvSelectorParams, EvSelectorModel,
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="mrc.md",
           stimulus="ev_requests"),
     Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="mrc.md", stimulus="evs"),
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="mrc.md", stimulus="evs",
+          traffic=soak_traffic.ev_expander, reached={"expanded": 0, "bad_ev": 0}),
     Block("chunk_bitmap", ChunkBitmap, ChunkBitmapParams, ChunkBitmapModel,
-          "SDR-RDMA chunk-bitmap tracker with generations", doc="sdr.md", stimulus="sdr"),
+          "SDR-RDMA chunk-bitmap tracker with generations", doc="sdr.md", stimulus="sdr",
+          traffic=soak_traffic.chunk_bitmap,
+          reached=dict.fromkeys(("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
+                                 "msg_done", "posts", "completes", "cmd_rejected"), 0)),
     Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,
           "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="dblp.md",
           stimulus="dblp"),

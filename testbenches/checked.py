@@ -359,81 +359,6 @@ def _packet_beats(shape, width, items):
     return out
 
 
-class _Loop:
-    """The spill links of a ``LinkLoop`` in a model: delay lines of the component's latency and the
-    spill node's model, stepped once a cycle as the hardware is (testbenches/spillway_top.py)."""
-
-    def __init__(self, component, spill_params):
-        if not hasattr(component, "latency"):
-            raise KeyError("a disaggregated switch side is checked as a LinkLoop with a spill node (checked_of with "
-                           "a latency), not alone")
-        from collections import deque
-
-        from models.spill_node import SpillNodeModel
-        from testbenches.spillway_top import node_params
-        self.node, self.latency = SpillNodeModel(node_params(spill_params)), component.latency
-        self.down, self.up, self.cycle = deque(), deque(), 0
-
-    def arriving(self):
-        """The frame the return link delivers to the switch this cycle (or None)."""
-        return self.up.popleft()[1] if self.up and self.up[0][0] == self.cycle else None
-
-    def step(self, spill_o, spill_ready, side):
-        """The switch sent ``spill_o`` (or None; taken if ``spill_ready``); the node's cycle; next cycle."""
-        node_i = self.down.popleft()[1] if self.down and self.down[0][0] == self.cycle else None
-        node_ready = not side.inputs["node_pause"]
-        _, node_o = self.node.step(node_i, node_ready)
-        if spill_o is not None and spill_ready:
-            self.down.append((self.cycle + self.latency, spill_o))
-        if node_o is not None and node_ready:
-            self.up.append((self.cycle + self.latency, node_o))
-        self.cycle += 1
-
-    def counters(self):
-        return {f"node_{k}": v for k, v in self.node.counters.items()}
-
-
-def spill_buffer(component, params, table):
-    """In-switch mode: the block alone; disaggregated (the default): ``LinkLoop`` of it and a spill node,
-    the switch and node models closed through the same delay lines (the links pause as the side
-    memory says)."""
-    shape = _shapes(component)["o"]
-    if params.mode == "inswitch":
-        from models.spill_buffer import SpillBufferModel
-        model = SpillBufferModel(params)
-        full = _full(shape)
-
-        def step(beat, side):
-            ready, valid, payload = model.step(beat, side.inputs["qdepth"], not side.stall[0])
-            return ready, [("o", _pack(shape, payload), full)] if valid and not side.stall[0] else []
-        return _cycles(step, lambda: model.counters, table)
-    from models.spill_buffer import SpillSwitchModel
-    switch, loop = SpillSwitchModel(params), _Loop(component, params)
-
-    def step_loop(beat, side):
-        o_ready, spill_ready = not side.stall[0], not side.inputs["spill_pause"]
-        r = switch.step(beat, side.inputs["qdepth"], o_ready, spill_ready, loop.arriving())
-        loop.step(r["spill_o"], spill_ready, side)
-        if r["o"] is None or not o_ready:
-            return r["i_ready"], []
-        value = _pack(shape, r["o"])
-        return r["i_ready"], [("o", value, _keep_mask(shape, value))]
-    return _cycles(step_loop, lambda: {**switch.counters, **loop.counters()}, table)
-
-
-def spill_node(component, params, table):
-    from models.spill_node import SpillNodeModel
-    model, shape = SpillNodeModel(params), _shapes(component)["o"]
-
-    def step(beat, side):
-        valid, out = model.step(beat, not side.stall[0])
-        if not valid or side.stall[0]:
-            return True, []
-        value = _pack(shape, out)
-        return True, [("o", value, _keep_mask(shape, value))]
-    return _cycles(step, lambda: model.counters, table)
-
-
 def chunk_bitmap(component, params, table):
     from models.chunk_bitmap import LATENCY, OUTCOMES, ChunkBitmapModel
     model, shape = ChunkBitmapModel(params), _shapes(component)["o"]
@@ -505,36 +430,6 @@ def bounded_loss_tracker(component, params, table):
                 outs.append((name, _pack(shapes[name], event), _full(shapes[name])))
         return out.i_ready, outs
     return _cycles(step, lambda: model.counters, table)
-
-
-def pipeline(component, params, table):
-    """Every packet of a batch announced to the model first, then one model step per cycle; in
-    disaggregated mode (the default) the ``LinkLoop`` of the pipeline and a spill node, as
-    ``spill_buffer``'s."""
-    from models.pipeline import PipelineModel
-    model, shape = PipelineModel(params), _shapes(component)["o"]
-    loop = _Loop(component, params.spill) if model.disaggregated else None
-
-    def step(beat, side):
-        o_ready = not side.stall[0]
-        if loop is None:
-            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready)
-        else:
-            spill_ready = not side.inputs["spill_pause"]
-            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready, None, spill_ready,
-                                              loop.arriving())
-            loop.step(model.spill_o, spill_ready, side)
-        if not valid or not o_ready:
-            return ready, []
-        value = _pack(shape, out)
-        return ready, [("o", value, _keep_mask(shape, value))]
-    cycles = _cycles(step, lambda: {**model.all_counters(), **(loop.counters() if loop else {})}, table)
-
-    def run(beats, final):
-        for raw, meta in _packets(beats, params.data_bytes):
-            model.packet(raw, meta)
-        return cycles(beats, final)
-    return run
 
 
 def _in_order(outputs, counters):
@@ -662,15 +557,14 @@ def usid_forwarder(component, params, table):
 
 
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
-ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
+ADAPTERS = {"chunk_bitmap": chunk_bitmap,
             "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
             "progress_regfile": progress_regfile, "aggregator": aggregator,
-            "usid_forwarder": usid_forwarder, "pipeline": pipeline}
+            "usid_forwarder": usid_forwarder}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
-STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "progress_regfile", "aggregator",
-          "packet_fifo", "usid_forwarder", "ev_expander"}
+STALLS = {"bounded_loss_tracker", "progress_regfile", "aggregator", "usid_forwarder", "ev_expander"}
 
 
 class Side:
@@ -686,7 +580,7 @@ def side_table(name, component, params, rng=None):
     walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
     drains in turn), and a ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
     inputs, ports = _inputs(component), len(_streams(component)[1])
-    high = getattr(params, "high", None) or getattr(getattr(params, "spill", None), "high", 0)
+    high = next((v for k, v in params.flat().items() if k.rsplit(".", 1)[-1] == "high"), 0)
     walk = {}
 
     def value(field, shape):
@@ -822,19 +716,12 @@ def expect(name, component, params, beats):
     return session(name, component, params)(beats)
 
 
-def checked_of(block, params, depth, exp_depth, latency=None):
+def checked_of(block, params, depth, exp_depth):
     """The ``Checked`` wrapper of registered ``block`` with ``params`` (a parameters dict, as
-    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords). A switch
-    side in disaggregated mode (spill links) runs as a ``LinkLoop`` with a spill node, links of
-    ``latency`` cycles."""
+    ``Params.as_dict`` gives it; for ``runner.run``, which builds it from these keywords)."""
     import registry
     b = registry.block(block)
-    component = b.build(b.make_params(params))
-    if "spill_o" in component.signature.members:
-        from testbenches.spillway_top import LinkLoop
-        spill = getattr(component.params, "spill", component.params)
-        component = LinkLoop(component, spill, latency)
-    return Checked(component, depth, exp_depth)
+    return Checked(b.build(b.make_params(params)), depth, exp_depth)
 
 
 checked_of.VERILATOR = Checked.VERILATOR
@@ -948,26 +835,13 @@ async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False
 BATCH, EXPECTED = 8192, 16384
 
 
-#: Spill-link latency of a disaggregated switch side's ``LinkLoop`` in a soak, cycles each way.
-LATENCY = 7
-
-
-#: Soak parameter overrides (on the benchmark's): the uSID forwarder gets last-hop ports (no ECN mark,
-#: ``dscp_trim_last``), which its benchmark parameters lack; the progress file epochs of 16 cycles
-#: (ageing decided all the time, many at an epoch's edge: a timer one cycle off shows) and 8-bit
-#: epochs (the timer wraps every 4096 cycles).
-SOAK = {"usid_forwarder": {"last_hop": 0xC0}, "progress_regfile": {"epoch_bits": 4, "age_bits": 8}}
-
-
 def soak_params(name):
-    """``checked_of`` keywords of block ``name`` (``block[variant]``) with its benchmark parameters and
-    ``SOAK``'s overrides (a disaggregated switch side: links of ``LATENCY`` cycles)."""
+    """``checked_of`` keywords of block ``name`` with its benchmark parameters and its soak overrides
+    (``registry.Block.bench`` and ``soak``)."""
     import registry
-    b, overrides, _ = registry.variant(name)
-    params = b.make_params({**b.bench, **SOAK.get(b.name, {}), **overrides})
-    loop = "spill_o" in b.build(params).signature.members
-    return {"block": b.name, "params": params.as_dict(), "depth": BATCH, "exp_depth": EXPECTED,
-            **({"latency": LATENCY} if loop else {})}
+    b = registry.block(name)
+    params = b.make_params({**b.bench, **b.soak})
+    return {"block": b.name, "params": params.as_dict(), "depth": BATCH, "exp_depth": EXPECTED}
 
 
 def batches(beats, size):

@@ -167,6 +167,12 @@ class Lockstep:
         if isinstance(layout, data.StructLayout):
             rtl, model, named = unpack(layout, got), unpack(layout, word), unpack(layout, mask)
             fields = {k: (rtl[k], model[k]) for k in rtl if named[k] and rtl[k] != model[k]}
+            if "data" in fields and "keep" in rtl:          # a packet beat: say where its bytes differ first
+                diff = (rtl["data"] ^ model["data"]) & unpack(layout, mask)["data"]
+                at = ((diff & -diff).bit_length() - 1) // 8
+                fields["data"] = (f"byte {at} of the beat: RTL {rtl['data'] >> 8 * at & 255:#04x}, "
+                                  f"model {model['data'] >> 8 * at & 255:#04x}")
+                rtl, model = ({k: v for k, v in d.items() if k != "data"} for d in (rtl, model))
             return f"{name}: RTL {rtl}, model {model}; differing fields (RTL, model) {fields}"
         return f"{name}: RTL {unpack(layout, got)}, model {unpack(layout, word)}" + \
             (f" (compared bits {mask:#x})" if mask != (1 << width(layout)) - 1 else "")

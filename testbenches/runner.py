@@ -233,11 +233,17 @@ def parametrize(module, configs, select=None):
     of ``configs`` (id -> parameters object), as ``(params, testcase)`` with ids ``<config>-<test>``;
     ``select(config, test)`` keeps a subset. The tests of one parameter set share an xdist group
     (one Verilator build). Apply it below the module's cocotb tests."""
-    block = (module if isinstance(module, str) else module.__name__).rsplit(".", 1)[-1].removeprefix("test_")
+    block = block_of(module if isinstance(module, str) else module.__name__)
     cases = [pytest.param(params, test, id=f"{config}-{test}", marks=pytest.mark.xdist_group(f"{block}-{config}"))
              for config, params in configs.items() for test in cocotb_tests(module)
              if select is None or select(config, test)]
     return pytest.mark.parametrize(("params", "testcase"), cases)
+
+
+def block_of(test_module):
+    """The block a test module is named after: ``testbenches.spillway.test_node`` is ``spillway.node``."""
+    *path, stem = test_module.split(".")[1:]
+    return ".".join([*path, stem.removeprefix("test_")])
 
 
 def _encode(params):
@@ -347,7 +353,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     from cocotb_tools.runner import get_results
 
     verilator_env()
-    block = block or test_module.rsplit(".", 1)[-1].removeprefix("test_")
+    block = block or block_of(test_module)
     kind = waves()
     cover = coverage()
     build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else "") + ("-cov" if cover else ""))

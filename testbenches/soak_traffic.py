@@ -10,8 +10,8 @@ configuration, and every outcome in ``REACHED`` is reached by construction (a fi
 silent ring positions, a queue depth that always marks, messages sent whole before they complete),
 not by the seed; the seed varies everything else.
 
-``CONFIGURED``: block name -> ``(component, rng) -> generate``. ``REACHED``: block name -> the counters
-(of the model, equal to the RTL's at the end of the run) a soak must end with > 0.
+Each generator is a registered block's ``traffic`` (``registry.py``), which also names the counters
+its soak must end with above 0 (``Block.reached``: counter -> the packets a run needs to reach it).
 """
 import collections
 import struct
@@ -24,7 +24,7 @@ from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["CONFIGURED", "REACHED", "NEEDS", "reached"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING"]
 
 
 def _beats(component, raw, port=0):
@@ -419,26 +419,3 @@ def chunk_bitmap(component, rng):
             items += [{"cmd": {"op": OP_COMPLETE, "msg": msg}}, beat(raw_of(msg, 0, gen, 0))]   # late: no_slot
         return items
     return _exact(produce)
-
-
-#: block -> (component, rng) -> generate(count) of packets and commands.
-CONFIGURED = {"progress_regfile": progress_regfile, "usid_forwarder": usid_forwarder, "ev_expander": ev_expander,
-              "chunk_bitmap": chunk_bitmap}
-#: block -> counters a configured soak reaches by construction (> 0 at the end; see ``reached``).
-REACHED = {
-    "progress_regfile": ("unknown", "malformed", "tracked", "marked", "not_ect", "aged"),
-    "usid_forwarder": ("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
-                       "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"),
-    "ev_expander": ("expanded", "bad_ev"),
-    "chunk_bitmap": ("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
-                     "msg_done", "posts", "completes", "cmd_rejected"),
-}
-#: (block, counter) -> the packets a run needs to reach it (ageing: the opening's probe, ``AGEING``
-#: packets after the clear); every other counter of ``REACHED`` comes earlier in the opening.
-NEEDS = {("progress_regfile", "aged"): AGEING + 4, ("progress_regfile", "unknown"): AGEING + 6,
-         ("progress_regfile", "malformed"): AGEING + 7}
-
-
-def reached(block, packets):
-    """The counters of ``REACHED`` a run of ``packets`` packets on ``block`` must end with above 0."""
-    return [c for c in REACHED.get(block, ()) if packets >= NEEDS.get((block, c), 0)]

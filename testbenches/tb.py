@@ -436,6 +436,30 @@ class _PortValues(dict):
         return value
 
 
+async def follow(scope, lockstep, clk, in_reset, packets=None, before=None, after=None):
+    """Run ``lockstep`` beside the Component whose ports are the handles of ``scope`` (the DUT, or a
+    wrapper's submodule such as ``AxiStream``'s ``dut.block``): from the first cycle after a reset,
+    every rising edge of ``clk`` compares the cycle that just ended (``in_reset()``: nothing compared,
+    the model reset once it ends). ``packets(port)``: the whole packet of a first beat (a model's
+    ``LOOKAHEAD``); ``before(values)`` / ``after(values)``: called around the model's step."""
+    handles = {name: getattr(scope, name) for name in lockstep.ports.names()}
+    after_reset = False
+    while True:
+        await RisingEdge(clk)
+        if in_reset():
+            after_reset = True
+            continue
+        if after_reset:
+            lockstep.reset()
+            after_reset = False
+        values = _PortValues(handles)
+        if before:
+            before(values)
+        lockstep.cycle(values, packets, where=f"cycle {lockstep.cycles}")
+        if after:
+            after(values)
+
+
 class BlockTB:
     """Base of a block's testbench: clock, reset, the golden model in lockstep, drivers, counters,
     conservation, pcaps.
@@ -446,9 +470,9 @@ class BlockTB:
     from it, ``model`` the block's golden model (the registry's, or the one given) and ``lockstep`` the
     two side by side (``testbenches/lockstep.py``): from the first cycle after a reset, every cycle of
     the RTL is compared with the model (a cycle model: every port it names; a transaction model: every
-    output transfer). ``sample(values)`` is called each cycle before the model's step, with the ports'
-    values (``_PortValues``): a testbench's functional coverage. While ``resetting`` is true nothing is
-    compared; ``cycle`` counts the compared cycles.
+    output transfer). ``sample(values)`` and ``sampled(values)`` are called each cycle before and after
+    the model's step, with the ports' values (``_PortValues``): a testbench's functional coverage. While
+    ``resetting`` is true nothing is compared; ``cycle`` counts the compared cycles since the last reset.
     """
 
     name = None
@@ -465,9 +489,13 @@ class BlockTB:
         self.muted = False          # outputs are discarded while a reset lands mid-traffic
         self.source = self.sink = None
         self.drivers = {}
-        self.cycle = 0
         start_clock(dut, self.period_ns)
-        cocotb.start_soon(self._run_lockstep())
+        cocotb.start_soon(follow(dut, self.lockstep, dut.clk, self.in_reset, self._lookahead, self.sample,
+                                 self.sampled))
+
+    @property
+    def cycle(self):
+        return self.lockstep.cycles
 
     def _layout(self, port):
         return self.lockstep.ports.by_name[port].layout
@@ -496,21 +524,8 @@ class BlockTB:
     def sample(self, values):
         """Functional coverage of one cycle, before the model's step (a testbench may override it)."""
 
-    async def _run_lockstep(self):
-        handles = {name: getattr(self.dut, name) for name in self.lockstep.ports.names()}
-        after_reset = False
-        while True:
-            await RisingEdge(self.dut.clk)
-            if self.in_reset():
-                after_reset = True
-                continue
-            if after_reset:
-                self.lockstep.reset()
-                after_reset = False
-            values = _PortValues(handles)
-            self.sample(values)
-            self.lockstep.cycle(values, self._lookahead, where=f"cycle {self.cycle}")
-            self.cycle += 1
+    def sampled(self, values):
+        """Functional coverage of one cycle, after the model's step (a testbench may override it)."""
 
     def in_reset(self):
         """True while ``reset`` runs or the DUT's ``rst`` is high."""

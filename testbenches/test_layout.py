@@ -1,11 +1,15 @@
-"""The block registry matches the tree: files exist, every Component is registered, models are
-independent of the RTL, every parameters class names the parameter it rejects."""
+"""The block registry matches the tree: one name everywhere (module paths, testbench, proofs), every
+Component is registered or a part of a registered one, every model speaks the contract and is independent
+of the RTL, every parameters class names the parameter it rejects."""
 import ast
 import dataclasses
 from pathlib import Path
 
 import pytest
 
+from amaranth.lib import wiring
+
+from models.contract import kind_of
 from models.params import Params
 from registry import BLOCKS, ROOT
 
@@ -14,19 +18,26 @@ SHARED = {"__init__", "packet", "headers", "parse", "axis"}
 
 
 @pytest.mark.parametrize("name", BLOCKS)
-def test_block_files_exist(name):
+def test_one_name_everywhere(name):
+    """The registry key is the module path of the Component and of the model; the testbench and the
+    proofs carry it too; the files exist."""
     block = BLOCKS[name]
     missing = [f for f in block.files() if not (ROOT / f).is_file()]
     assert not missing, f"{name}: registered files missing: {missing}"
-    assert block.component_cls.__name__ == block.component
-    assert issubclass(block.params_cls, Params), f"{block.params} is not a models.params.Params"
-    assert block.model_cls.__name__ == block.model
+    assert block.component.__module__ == f"hdl.{name}", f"{block.component.__name__} is in {block.component.__module__}"
+    assert block.model.__module__ == f"models.{name}", f"{block.model.__name__} is in {block.model.__module__}"
+    assert issubclass(block.component, wiring.Component)
+    assert issubclass(block.params, Params), f"{block.params.__name__} is not a models.params.Params"
+    kind_of(block.model)
 
 
 def test_every_component_registered():
-    files = {p.stem for p in (ROOT / "hdl").glob("*.py")} - SHARED
-    assert not files - set(BLOCKS), (f"hdl/ modules not in registry.BLOCKS: {sorted(files - set(BLOCKS))} "
-                                     "(register them, or list shared modules in SHARED)")
+    """Every module of hdl/ is a block's, a part of one (imported by a registered block's module) or shared."""
+    registered = {b.component.__module__ for b in BLOCKS.values()}
+    parts = {m for b in BLOCKS.values() for m in _imports(ROOT / b.files()[0]) if m.startswith("hdl.")}
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "hdl").rglob("*.py")}
+    stray = {m for m in modules if m.rsplit(".", 1)[-1] not in SHARED} - registered - parts
+    assert not stray, f"hdl/ modules neither registered nor part of a registered block: {sorted(stray)}"
 
 
 def _imports(path):
@@ -37,7 +48,7 @@ def _imports(path):
             yield node.module
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "models").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "models").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
 def test_model_imports_no_hdl(path):
     bad = [m for m in _imports(path) if m == "hdl" or m.startswith("hdl.")]
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}: golden models must not depend on the RTL"
@@ -65,7 +76,7 @@ def _bad_values(f):
 
 @pytest.mark.parametrize("name", BLOCKS)
 def test_params_reject_bad_values(name):
-    cls = BLOCKS[name].params_cls
+    cls = BLOCKS[name].params
     cls()                                   # the defaults are valid
     for f in dataclasses.fields(cls):
         for value, error in _bad_values(f):
@@ -76,7 +87,7 @@ def test_params_reject_bad_values(name):
 
 
 def test_registry_doc_names_files():
-    """registry.Block.files() is the layout the README's "Adding a block" describes."""
-    readme = Path(ROOT / "README.md").read_text()
+    """registry.Block.files() is the layout "Adding a block" describes."""
+    page = Path(ROOT / "docs" / "adding-a-block.md").read_text()
     for pattern in ("hdl/<name>.py", "models/<name>.py", "testbenches/test_<name>.py", "formal/test_<name>.py"):
-        assert pattern in readme, f"README's 'Adding a block' does not mention {pattern}"
+        assert pattern in page, f"docs/adding-a-block.md does not mention {pattern}"

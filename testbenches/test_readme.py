@@ -76,6 +76,13 @@ class Shell:
         assert result.returncode == 0, f"`{command}` exited with {result.returncode}:\n{output}"
         return result.stdout, result.stderr
 
+    def fails(self, command):
+        """Run ``command``; its output (stdout and stderr), failing the test unless it exits non-zero."""
+        result = subprocess.run(["bash", "-c", command], cwd=self.root, env=self.env, capture_output=True,
+                                text=True, timeout=900)
+        assert result.returncode != 0, f"`{command}` succeeded"
+        return result.stdout + result.stderr
+
     def newest(self, pattern, since=0.0):
         """The newest file under build/ matching ``pattern`` written after ``since``."""
         files = [p for p in (self.root / "build").glob(pattern) if p.stat().st_mtime >= since]

@@ -7,11 +7,11 @@ beat (with its cycle, for the cycle-accurate models), the cycle of the last inpu
 the counters are compared. The traffic is a seeded pool of ``POOL`` packets drawn once (scapy builds
 a few hundred packets a second, the simulation takes ~10^5 a second) and sent round after round, so
 the same packets meet a block in ever new states. The blocks with a configuration or command stream
-(``soak_traffic.CONFIGURED``: the progress file, the uSID forwarder, the EV expander, the chunk
+(a ``traffic`` in the registry: the progress file, the uSID forwarder, the EV expander, the chunk
 bitmap) run configured instead: their traffic carries the commands that set them up and change them
 (sent on the block's ``cfg``/``cmd`` stream, applied to the model in the same place) and packets that
-fit, and the run must end with every counter of ``soak_traffic.REACHED`` above 0 (reached by
-construction; ``soak_traffic.NEEDS``: ageing needs 4000 packets). ``INNET_SOAK=k`` runs k x 1e5
+fit, and the run must end with every counter of the registry's ``reached`` above 0 (reached by
+construction, some after a number of packets). ``INNET_SOAK=k`` runs k x 1e5
 packets (``INNET_SOAK=100 ... -m soak`` is the 1e7 nightly run)."""
 import os
 import random
@@ -19,20 +19,14 @@ import random
 import cocotb
 import pytest
 
-from registry import block
+from registry import BLOCKS, block
 from testbenches import checked, runner, tb
-from testbenches.soak_traffic import CONFIGURED, NEEDS, REACHED, reached
 from tools.traffic import STIMULI
 
 #: Packets per block in a default run (``INNET_SOAK`` multiplies it).
 PACKETS = 100_000
 #: Distinct packets of the traffic.
 POOL = 500
-#: Every block with a checked-engine adapter; the spill buffer and the pipeline in both modes (the
-#: default, disaggregated one as a ``LinkLoop`` with a spill node and 7-cycle links in hardware).
-BLOCKS = ["spill_buffer", "spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline",
-          "pipeline[inswitch]", "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap",
-          "bounded_loss_tracker"]
 
 
 def packets():
@@ -78,14 +72,12 @@ async def soak(dut):
     count = packets()
     cocotb.log.info("soak %s: %d packets, batches of <= %d beats, seed %d", name, count, checked.BATCH, tb.seed())
     rng = random.Random(tb.seed())
-    traffic_of = getattr(component, "inner", component)        # a LinkLoop's switch side
-    generate = (CONFIGURED[b.name](component, rng) if b.name in CONFIGURED
-                else traffic(b.stimulus, traffic_of, rng))
+    generate = b.traffic(component, rng) if b.traffic else traffic(b.stimulus, component, rng)
     totals = await checked.soak(dut, b.name, component, params, generate, count,
                                 checked.BATCH, checked.EXPECTED, rng=rng, log=cocotb.log.info)
     assert totals["packets_in"] == count, totals
     cocotb.log.info("soak %s: %s", name, totals)
-    missed = [c for c in reached(b.name, count) if not totals["counters"].get(c)]
+    missed = [c for c in b.must_reach(count) if not totals["counters"].get(c)]
     assert not missed, f"soak {name}: the configured traffic never reached {missed}: {totals['counters']}"
     tb.summary(soak=totals)
 
@@ -118,19 +110,19 @@ def test_soak_length(monkeypatch):
                                                                            (2, {"op": 1})])
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGURED))
+@pytest.mark.parametrize("name", [name for name, b in BLOCKS.items() if b.traffic])
 def test_configured_by_construction(name):
-    """The configured traffic reaches every counter of ``REACHED`` in its opening (ageing: in its first
-    phase) whatever the seed: the golden model, through the soak's own adapter, on the fewest packets
-    ``reached`` asks for, under three seeds."""
+    """The configured traffic reaches every counter of ``Block.reached`` in its opening (ageing: in its
+    first phase) whatever the seed: the golden model, through the soak's own runner, on the fewest
+    packets it asks for, under three seeds."""
     b = block(name)
     params = b.make_params(checked.soak_params(name)["params"])
     component = b.build(params)
-    need = max([NEEDS.get((name, c), 0) for c in REACHED[name]] + [16])
+    need = max([*b.reached.values(), 16])
     for seed in (1, 2, 3):
         rng = random.Random(seed)
         run = checked.session(name, component, params, rng)
-        for chunk in checked.batches(CONFIGURED[name](component, rng)(need), checked.BATCH):
+        for chunk in checked.batches(b.traffic(component, rng)(need), checked.BATCH):
             counters = run(chunk, final=False).counters
-        missed = [c for c in reached(name, need) if not counters.get(c)]
+        missed = [c for c in b.must_reach(need) if not counters.get(c)]
         assert not missed, f"{name}, seed {seed}: {need} packets never reach {missed}: {counters}"

@@ -1,4 +1,4 @@
-"""The registered blocks (``registry.BLOCKS``): name, title, SPEC section and files.
+"""The registered blocks (``registry.BLOCKS``): name, title, specification page and files.
 
     python -m tools.blocks            # list them
     python -m tools.blocks --readme   # rewrite the README's block table from the registry
@@ -20,10 +20,11 @@ def readme_table():
     """The README's block table (Markdown) generated from the registry."""
     lines = ["| block | RTL | parameters, golden model | tests | proofs |", "|---|---|---|---|---|"]
     for b in BLOCKS.values():
-        title = f"{b.title} (SPEC {b.spec})" if b.spec else b.title
-        proofs = f"`formal/test_{b.name}.py`" if b.formal else "—"
-        lines.append(f"| `{b.name}`: {title} | `hdl/{b.name}.py` `{b.component}` | `models/{b.name}.py` "
-                     f"`{b.params}`, `{b.model}` | `testbenches/test_{b.name}.py` | {proofs} |")
+        title = f"{b.title} ([spec](docs/blocks/{b.doc}))" if b.doc else b.title
+        hdl, model = b.files()[:2]
+        proofs = f"`{b.proofs()}`" if b.formal else "—"
+        lines.append(f"| `{b.name}`: {title} | `{hdl}` `{b.component.__name__}` | `{model}` "
+                     f"`{b.params.__name__}`, `{b.model.__name__}` ({b.model.KIND}) | `{b.testbench()}` | {proofs} |")
     return "\n".join(lines)
 
 
@@ -54,7 +55,7 @@ def main(argv=None):
         return
     width = max(map(len, BLOCKS)) + 2
     for b in BLOCKS.values():
-        print(f"{b.name:<{width}}{b.spec or '-':<4}{b.title}")
+        print(f"{b.name:<{width}}{b.title}")
         print(f"{'':<{width + 4}}{'  '.join(b.files())}")
 
 

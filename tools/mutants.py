@@ -1,6 +1,6 @@
 """Mutation run of one block or all: ``python -m tools.mutants BLOCK|all [--n N] [--seed S] [--list] [--summary]``.
 
-Mutants are small faults put into the block's RTL source ``hdl/<block>.py``, one at a time, by
+Mutants are small faults put into the block's RTL source (its Component's module), one at a time, by
 source-level operators on the code that builds logic (functions that add to ``m.d``):
 
 - ``cmp``: ``<`` and ``<=``, ``>`` and ``>=``, ``==`` and ``!=`` swapped;
@@ -17,8 +17,8 @@ mutated: they are verification code, not the design.
 ``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
 copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
 or emit is ``invalid``. The others run the block's simulations (``sim_tests``: its testbench
-``testbenches/test_<block>.py``, the other testbenches that exercise it, its soak runs) and its
-proofs (``formal/test_<block>.py``), each stopping at the first failure; a mutant is killed by
+``registry.Block.testbench()``, the other testbenches that exercise it, its soak run) and its
+proofs (``Block.proofs()``), each stopping at the first failure; a mutant is killed by
 simulation, by formal, or survives. The report (terminal and ``build/mutants/<block>.csv``) gives
 the kill rates and every survivor with its line, to be killed by a new test or property or argued
 equivalent in ``tools/equivalent_mutants.toml`` (the rates count the other mutants).
@@ -167,11 +167,8 @@ def copy_tree(dest):
 
 def sim_tests(b):
     """The tests that simulate block ``b``, in the order run: its testbench, the other testbenches
-    that exercise it (``Block.tests``), its soak runs (the defaults and each variant)."""
-    from testbenches.test_soak import BLOCKS as SOAKED
-    labels = [label for label in SOAKED if label.partition("[")[0] == b.name]
-    return [f"testbenches/test_{b.name}.py", *b.tests,
-            *(f"testbenches/test_soak.py::test_soak[{label}-soak]" for label in labels)]
+    that exercise it (``Block.tests``), its soak run."""
+    return [b.testbench(), *b.tests, f"testbenches/test_soak.py::test_soak[{b.name}-soak]"]
 
 
 def _pytest(tree, paths, seed, jobs, timeout):
@@ -228,7 +225,7 @@ def main(argv=None):
     if args.block == "all":
         if args.match or args.id:
             raise ValueError("--match and --id need one block, not all")
-        names = [n for n in registry.names() if generate((ROOT / f"hdl/{n}.py").read_text())]
+        names = [n for n in registry.names() if generate((ROOT / block(n).files()[0]).read_text())]
     else:
         names = [block(args.block).name]
     if not args.summary:
@@ -241,7 +238,7 @@ def main(argv=None):
 def run_block(name, args):
     """``args``' mutants of block ``name``: listed, or run and reported (merged into its CSV)."""
     b = block(name)
-    path = f"hdl/{b.name}.py"
+    path = b.files()[0]
     source = (ROOT / path).read_text()
     mutants = every = generate(source)
     if not mutants:
@@ -271,7 +268,7 @@ def run_block(name, args):
         return
     tree = OUT / b.name / "tree"
     copy_tree(tree)
-    sims, proofs = sim_tests(b), [f"formal/test_{b.name}.py"]
+    sims, proofs = sim_tests(b), [b.proofs()]
     formal = b.formal and not args.no_formal
     print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
           + ("" if args.no_baseline else "; baseline run first"), flush=True)
@@ -351,7 +348,7 @@ def summary(names):
     print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
           f"{'combined':>13} survivors")
     for name in names:
-        source = (ROOT / f"hdl/{name}.py").read_text()
+        source = (ROOT / block(name).files()[0]).read_text()
         total, out = len(generate(source)), OUT / f"{name}.csv"
         rows = merged(name, source, []) if out.exists() else []
         if not rows:

@@ -1,6 +1,8 @@
-"""Line-rate stimulus of each block for the benchmark: single-beat packets, as beat dicts.
+"""Line-rate stimulus of each block for the benchmark, the soak and the mutants: single-beat packets, as
+beat dicts.
 
-``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator.
+``STIMULI`` maps the ``stimulus`` name of a registry entry to its generator ``(component, count, rng)``,
+which reads only the Component's parameters (``component.params``) and its ``i`` port.
 """
 import struct
 
@@ -19,8 +21,20 @@ from models.packet import beats_of
 from models.wire import DBLP_LAST, DBLP_OFFSET, DBLP_STRUCT, DBLP_VERSION
 
 
+def _width(component):
+    """Bytes per beat of the Component's packet input ``i``."""
+    layout = component.signature.members["i"].signature.members["payload"].shape
+    return dict(layout)["keep"].width
+
+
+def _ports(component, default=4):
+    """The egress ports of a Component's parameters (``ports``, its own or a part's); ``default`` for a
+    block that has none (a spill link carries frames of any port)."""
+    return next((v for k, v in component.params.flat().items() if k.rsplit(".", 1)[-1] == "ports"), default)
+
+
 def _beat(component, packet, port):
-    beat, = beats_of(bytes(packet), {"port": port}, component.data_bytes)
+    beat, = beats_of(bytes(packet), {"port": port}, _width(component))
     return beat
 
 
@@ -39,8 +53,9 @@ def ina_beats(component, count, rng):
     empty slot). ATP and ESA: the PS's ACK follows each round (it frees ATP's slot). SwitchML: the
     pool index carries the set, (r div slots) mod 2, in its top bit.
     """
-    W, V, P = component.workers, component.values, component.slots
-    switchml = component.policy == "switchml"
+    agg = getattr(component.params, "agg", component.params)      # a pipeline's stage 1, or the aggregator
+    W, V, P = agg.workers, agg.values, agg.slots
+    switchml = agg.policy == "switchml"
     packets, round_ = [], 0
     while len(packets) < count:
         index = round_ % P | (wire.INA_SET_BIT if switchml and round_ // P % 2 else 0)
@@ -56,7 +71,7 @@ def ina_beats(component, count, rng):
 def mixed_beats(component, count, rng):
     """Pipeline traffic: RoCEv2 packets and INA contributions, alternating."""
     roce = roce_beats(component, count - count // 2, rng)
-    ina = ina_beats(component.agg, count // 2, rng)
+    ina = ina_beats(component, count // 2, rng)
     return [beat for pair in zip(roce, ina) for beat in pair] + roce[len(ina):]
 
 
@@ -117,7 +132,7 @@ def spill_frames(component, count, rng):
     DRAIN frame asking for it back, alternating, so the node neither fills nor idles (``count`` frames)."""
     frames, seq = [], 0
     while len(frames) < count:
-        port = rng.randrange(component.ports)
+        port = rng.randrange(_ports(component))
         inner = roce_packet(src=f"10.0.{rng.randrange(4)}.{rng.randrange(1, 255)}",
                             sport=rng.randrange(49152, 65536), psn=seq, payload=bytes(2))
         frames += [spill_frame(inner, port, seq=seq), drain_request(port)]

@@ -1,16 +1,15 @@
-"""Spillway spill node under Verilator, checked cycle by cycle against its golden model; model tests."""
+"""Spillway's spill node under Verilator, checked cycle by cycle against its golden model (the lockstep)."""
 import itertools
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import RisingEdge
 
-from hdl.spill_node import SpillNode, link_layout
+from hdl.spillway.node import SpillNode
 from models import wire
-from models.headers import Ether, Spill, drain_request, roce_packet, spill_frame
-from models.packet import beats_of
-from models.spill_node import COUNTERS, SpillNodeModel, SpillNodeParams, classify, returned, slot_beats
+from models.headers import Ether, drain_request, roce_packet, spill_frame
+from models.spillway.node import classify, returned, slot_beats
+from models.spillway.params import SpillNodeParams
 from testbenches import runner, tb
 
 P = SpillNodeParams(ports=3, capacity=4, mtu=200, data_bytes=64)
@@ -75,27 +74,23 @@ def coverage(p):
 # --- RTL testbench ------------------------------------------------------------------------------
 
 class TB(tb.BlockTB):
-    """Sends spill-link frames into a SpillNode and compares ``i.ready`` and ``o`` with the golden
-    model every cycle (``o.data`` compared under ``keep``: bytes past the end are don't-care)."""
+    """Sends spill-link frames into a SpillNode; the lockstep compares ``i.ready``, ``o`` and ``stored``
+    with the golden model every cycle (``o.data`` under ``keep``: bytes past the end are don't-care)."""
 
-    name = "spill_node"
+    name = "spillway.node"
 
     def __init__(self, dut):
         super().__init__(dut)
-        self.layout = link_layout(self.block.data_bytes)
-        self.source = tb.PacketSource(dut, "i", self.layout)
-        self.sink = tb.PacketSink(dut, "o", self.layout)
-        self.model = SpillNodeModel(self.params)
-        self.cycle = self.frames = 0
+        self.source = self.packet_source("i")
+        self.sink = self.packet_sink("o")
+        self.frames = 0
         self.sent = []                          # DATA frames sent, in order
         self.out_cycles = []                    # cycles of the beats sent on o
         self.cover = coverage(self.params)
         self.fill_at_first = None               # fill of the arriving frame's FIFO at its first beat
-        cocotb.start_soon(self._monitor())
 
     async def reset(self):
         await super().reset()
-        self.model.reset()
         self.sink.clear()
         self.sent, self.frames, self.out_cycles = [], 0, []
 
@@ -106,33 +101,13 @@ class TB(tb.BlockTB):
             self.sent.append(frame)
         self.source.send_nowait(frame)
 
-    async def _monitor(self):
-        dut = self.dut
-        while True:
-            await RisingEdge(dut.clk)
-            if self.in_reset():
-                continue
-            i_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__ready.value)
-            beat = tb.unpack(self.layout, dut.i__payload.value.to_unsigned()) if i_valid else None
-            before = self.model.stored
-            self.sample(beat, o_ready)
-            valid, expected = self.model.step(beat, o_ready)
-            where = f"cycle {self.cycle}"
-            assert dut.i__ready.value == 1, f"{where}: i.ready fell"
-            assert bool(dut.o__valid.value) == valid, f"{where}: o.valid {int(dut.o__valid.value)}, model {valid}"
-            if valid:
-                got = tb.unpack(self.layout, dut.o__payload.value.to_unsigned())
-                mask = (1 << 8 * expected["keep"].bit_length()) - 1
-                got["data"] &= mask
-                assert got == expected, f"{where}: o {got}, model {expected}"
-                if o_ready:
-                    self.out_cycles.append(self.cycle)
-            stored = tb.unpack(self.block.stored.shape(), dut.stored.value.to_unsigned())
-            assert stored == before, f"{where}: stored {stored}, model {before}"
-            self.cycle += 1
-
-    def sample(self, beat, o_ready):
-        """Functional coverage of this cycle, from the model's state before its step."""
+    def sample(self, values):
+        """Functional coverage of this cycle, from the model's state before its step; the cycles of the
+        beats sent on ``o``."""
+        beat = tb.unpack(self._layout("i"), values["i__payload"]) if values["i__valid"] else None
+        o_ready = values["o__ready"]
+        if values["o__valid"] and o_ready:
+            self.out_cycles.append(self.cycle)
         m, p = self.model, self.params
         if beat is not None:
             data = beat["data"].to_bytes(p.data_bytes, "little")
@@ -179,7 +154,7 @@ class TB(tb.BlockTB):
 
     def check(self, name):
         """Counters equal the model's; frames conserved; per-port order and content of the returns."""
-        c = self.check_counters(self.model.counters)
+        c = self.check_counters()
         stored = tb.unpack(self.block.stored.shape(), self.dut.stored.value.to_unsigned())
         self.conserved("frames", self.frames, received=c["received"], overflow=c["overflow"],
                        oversize=c["oversize"], malformed=c["malformed"], drains=c["drains"])
@@ -194,6 +169,10 @@ class TB(tb.BlockTB):
         self.write_pcaps()
         self.cover.write()
         cocotb.log.info("%s: %d frames in, counters %s, %d cycles", name, self.frames, c, self.cycle)
+
+
+def inner(n, size=0):
+    return bytes(roce_packet(src=f"10.0.0.{n % 250 + 1}", sport=49152 + n, psn=n, payload=bytes(size)))
 
 
 def frames_of(rng, t, count, ports=None):
@@ -230,8 +209,9 @@ async def random_frames(dut):
     for port in range(t.block.ports):
         t.send(drain_request(port, 255))
     await t.settle()
-    assert t.model.counters["returned"] > 20 and t.model.counters["overflow"] > 0, t.model.counters
-    assert t.model.counters["oversize"] > 0 and t.model.counters["malformed"] > 0
+    counters = t.model.counters()
+    assert counters["returned"] > 20 and counters["overflow"] > 0, counters
+    assert counters["oversize"] > 0 and counters["malformed"] > 0
     t.check("random_frames")
 
 
@@ -343,146 +323,5 @@ PARAMS = {
 
 
 @runner.parametrize(__name__, PARAMS)
-def test_spill_node(params, testcase, record_property):
+def test_node(params, testcase, record_property):
     record_property("innet", runner.run(SpillNode, params, __name__, testcase))
-
-
-# --- Golden-model tests -------------------------------------------------------------------------
-
-
-class Harness:
-    """Feeds whole frames to the model (``i`` never waits) and collects what ``o`` sends."""
-
-    def __init__(self, params=P, o_ready=lambda cycle: True, gap=lambda cycle: False):
-        self.model = SpillNodeModel(params)
-        self.width = params.data_bytes
-        self.o_ready, self.gap = o_ready, gap
-        self.beats, self.out, self.partial, self.cycle = [], [], bytearray(), 0
-
-    def send(self, frame):
-        self.beats += beats_of(bytes(frame), {}, self.width)
-
-    def run(self, cycles):
-        for _ in range(cycles):
-            beat = self.beats.pop(0) if self.beats and not self.gap(self.cycle) else None
-            ready = self.o_ready(self.cycle)
-            valid, out = self.model.step(beat, ready)
-            if valid and ready:
-                keep = out["keep"]
-                assert keep == (1 << keep.bit_length()) - 1
-                assert out["first"] == (not self.partial)
-                self.partial += out["data"].to_bytes(self.width, "little")[:keep.bit_length()]
-                if out["last"]:
-                    self.out.append(bytes(self.partial))
-                    self.partial = bytearray()
-            self.cycle += 1
-
-    def conserved(self, frames):
-        c = self.model.counters
-        assert frames == c["received"] + c["overflow"] + c["oversize"] + c["malformed"] + c["drains"], c
-        assert c["received"] == sum(self.model.stored) + c["returned"], c
-        assert len(self.out) == c["returned"]
-
-
-def inner(n, size=0):
-    return bytes(roce_packet(src=f"10.0.0.{n % 250 + 1}", sport=49152 + n, psn=n, payload=bytes(size)))
-
-
-def test_slot_and_classify():
-    assert slot_beats(P) == 4                                  # (200 + 22) / 64, rounded up
-    data = bytes(spill_frame(inner(0), port=1))
-    assert classify(data, 3, 4, 64) == "data"
-    assert classify(bytes(drain_request(2, 3)), 3, 4, 64) == "drain"
-    assert classify(bytes(drain_request(2, 0)), 3, 4, 64) == "malformed"
-    assert classify(bytes(drain_request(3)), 3, 4, 64) == "malformed"                 # no such port
-    assert classify(data[:21], 3, 4, 64) == "malformed"                               # truncated header
-    assert classify(data[:22], 3, 4, 64) == "malformed"                               # no inner frame
-    assert classify(bytes(spill_frame(inner(0), port=1, op=wire.SPILL_RETURN)), 3, 4, 64) == "malformed"
-    assert classify(bytes(Ether(type=wire.ETHERTYPE_IPV4)) + data[14:], 3, 4, 64) == "malformed"
-    assert classify(bytes(spill_frame(inner(0, 300), port=1)), 3, 4, 64) == "oversize"
-    assert classify(bytes(spill_frame(bytes(256 - 22), port=1)), 3, 4, 64) == "data"   # exactly 4 beats
-    assert classify(bytes(spill_frame(bytes(257 - 22), port=1)), 3, 4, 64) == "oversize"
-
-
-def test_store_and_return_in_order():
-    """Per-port FIFO order, frames returned whole with op RETURN and the MACs swapped."""
-    h = Harness()
-    frames = [spill_frame(inner(n, 60 * (n % 3)), port=n % 3, flow=n, seq=n // 3) for n in range(9)]
-    for f in frames:
-        h.send(f)
-    h.run(60)
-    assert h.model.stored == [3, 3, 3] and h.out == []            # nothing leaves unasked
-    h.send(drain_request(1, 2))
-    h.send(drain_request(0, 3))
-    h.run(80)
-    expected = [returned(bytes(frames[n])) for n in (1, 0, 4, 3, 6)]    # round-robin over ports
-    assert h.out == expected
-    back = Ether(h.out[0])
-    assert back[Spill].op == wire.SPILL_RETURN and bytes(back[Spill].payload) == inner(1, 60)
-    assert (back.src, back.dst) == (Ether(bytes(frames[1])).dst, Ether(bytes(frames[1])).src)
-    assert h.model.stored == [0, 1, 3]
-    h.conserved(11)
-
-
-def test_full_never_overwrites():
-    """A DATA frame for a full FIFO is dropped (overflow); the stored frames come back unchanged."""
-    h = Harness()
-    frames = [spill_frame(inner(n), port=2, seq=n) for n in range(P.capacity + 2)]
-    for f in frames:
-        h.send(f)
-    h.send(drain_request(2, P.capacity + 2))
-    h.run(100)
-    assert h.model.counters["overflow"] == 2 and h.model.counters["drain_empty"] == 2
-    assert h.out == [returned(bytes(f)) for f in frames[:P.capacity]]
-    h.conserved(P.capacity + 3)
-
-
-def test_full_at_first_beat_even_if_freed_during_the_frame():
-    """The slot is claimed at the first beat: a frame whose FIFO is full at its first beat is dropped
-    even when a return frees a slot before its last beat (its beats were never written)."""
-    h = Harness(o_ready=lambda cycle: False)
-    for n in range(P.capacity):
-        h.send(spill_frame(inner(n), port=0, seq=n))
-    h.send(drain_request(0, 1))
-    h.run(40)
-    late = beats_of(bytes(spill_frame(inner(9, 150), port=0)), {}, 64)
-    assert len(late) == 4
-    h.model.step(late[0], False)                 # first beat: full, the return is stalled
-    for beat in late[1:]:
-        h.model.step(beat, True)                 # the return's single beat leaves, a slot frees
-    assert h.model.counters["returned"] == 1 and h.model.counters["overflow"] == 1
-    assert h.model.stored == [P.capacity - 1, 0, 0]
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_random_with_backpressure(seed):
-    """Random DATA / DRAIN / malformed frames, idle input and back-pressured output: per-port order,
-    nothing lost or duplicated, conservation."""
-    rng = random.Random(seed)
-    h = Harness(o_ready=lambda c: rng.random() < 0.6, gap=lambda c: rng.random() < 0.2)
-    sent = [[] for _ in range(P.ports)]
-    frames = 0
-    for n in range(300):
-        port = rng.randrange(P.ports)
-        kind = rng.random()
-        if kind < 0.6:
-            frame = bytes(spill_frame(inner(n, rng.choice([0, 50, 140])), port=port, flow=rng.randrange(16), seq=n))
-            sent[port].append(frame)
-        elif kind < 0.9:
-            frame = drain_request(port, rng.randrange(1, 3))
-        else:
-            frame = bytes(spill_frame(inner(n), port=port))[:rng.randrange(1, 22)]
-        h.send(frame)
-        frames += 1
-        h.run(rng.randrange(0, 6))
-    for port in range(P.ports):
-        h.send(drain_request(port, P.capacity))
-        frames += 1
-    h.run(3000)
-    assert not h.beats and all(s == 0 for s in h.model.stored)
-    h.conserved(frames)
-    assert h.model.counters["overflow"] == sum(map(len, sent)) - len(h.out) > 0
-    for port in range(P.ports):
-        back = [f for f in h.out if f[wire.SPILL_PORT_AT] == port]
-        assert back == [returned(f) for f in sent[port] if returned(f) in back], f"port {port}: order changed"
-    assert set(COUNTERS) == set(h.model.counters)

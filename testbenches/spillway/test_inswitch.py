@@ -1,16 +1,14 @@
-"""Spillway spill buffer manager under Verilator, checked cycle by cycle against its golden model."""
-import collections
+"""Spillway's in-switch buffering baseline under Verilator, checked cycle by cycle against its golden model."""
 import itertools
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import RisingEdge
 
-from hdl.packet import beat_layout
-from hdl.spill_buffer import SpillBuffer, SpillBufferParams
+from hdl.spillway.inswitch import InSwitchSpillBuffer
 from models.headers import IP, UDP, Ether, Raw, roce_packet
-from models.spill_buffer import MIN_LENGTH, SpillBufferModel, flow_of
+from models.spillway.arrival import MIN_LENGTH, flow_of
+from models.spillway.params import InSwitchParams
 from testbenches import runner, tb
 
 ARP_ETHERTYPE = 0x0806
@@ -35,7 +33,7 @@ def fifo_fill(count, capacity):
 
 def coverage(block):
     """The spill buffer's functional coverage: every decision and drain outcome at every watermark edge."""
-    cover = tb.Coverage("spill_buffer")
+    cover = tb.Coverage("spillway.inswitch")
     cover.point("decision", DECISIONS)
     cover.point("congestion", CONGESTION)
     cover.point("ordered", ("outstanding", "clear"))
@@ -52,31 +50,31 @@ def coverage(block):
 
 
 class TB(tb.BlockTB):
-    """Drives packets into a SpillBuffer, plays the egress queues (``qdepth``) and the packet
-    memory, and compares every cycle's ``i.ready``/``o`` with the golden model."""
+    """Drives packets into the in-switch spill buffer and plays the egress queues (``qdepth``) and the
+    packet memory; the lockstep compares every cycle's ``i.ready``, ``o``, ``stored`` and ``pending``
+    with the golden model."""
 
-    name = "spill_buffer"
+    name = "spillway.inswitch"
 
     def __init__(self, dut, service=4):
         super().__init__(dut)
         self.ports = self.block.ports
-        self.source = tb.PacketSource(dut, "i", beat_layout(self.block.data_bytes))
-        self.sink = tb.StreamSink(dut, "o", self.block.descriptor)
-        self.model = SpillBufferModel(self.params)
+        self.source = self.packet_source("i")
+        self.sink = self.stream_sink("o")
         self.service = service              # an egress queue sends one packet every `service` cycles
         self.load = [0] * self.ports        # extra (cross) traffic queued per port, in packets
         self.fixed = None                   # directed tests: force qdepth to these values
         self.queues = [0] * self.ports
-        self.cycle = 0
         self.sent, self.out = [], []        # packets in arrival order (= handle); descriptors out
         self.accepts, self.emits = [], []   # cycles of the last beats accepted / descriptors sent
         self.emitted = []                   # (sim time, descriptor) of every descriptor the RTL emitted
         self.cover = coverage(self.block)
-        cocotb.start_soon(self._monitor())
+        self.before = None
+        dut.qdepth.value = tb.pack(self._layout("qdepth"), self.qdepth())
+        cocotb.start_soon(self._egress())
 
     async def reset(self):
         await super().reset()
-        self.model.reset()
         self.sink.clear()
         self.sent, self.out, self.queues, self.load = [], [], [0] * self.ports, [0] * self.ports
         self.accepts, self.emits = [], []
@@ -90,44 +88,38 @@ class TB(tb.BlockTB):
         return list(self.fixed) if self.fixed is not None else [
             min(q + extra, limit) for q, extra in zip(self.queues, self.load)]
 
-    async def _monitor(self):
-        dut, beat_layout_ = self.dut, self.source.layout
-        depth = self.qdepth()
+    async def _egress(self):
+        """The egress queues: each sends a packet every ``service`` cycles, and grows by the
+        descriptors ``o`` sends; ``qdepth`` is their depth plus the cross traffic (``load``)."""
+        dut, cycles = self.dut, 0
         while True:
             await RisingEdge(dut.clk)
-            if self.in_reset():
-                depth = self.qdepth()
-                dut.qdepth.value = tb.pack(self.block.qdepth.shape(), depth)
-                continue
-            i_valid, o_valid, o_ready = bool(dut.i__valid.value), bool(dut.o__valid.value), bool(dut.o__ready.value)
-            beat = tb.unpack(beat_layout_, dut.i__payload.value.to_unsigned()) if i_valid else None
-            model = self.model
-            fifos, flows, used, rr = [len(f) for f in model.fifos], list(model.flow_count), model.used, model.rr
-            i_ready, m_valid, m_payload = model.step(beat, depth, o_ready)
-            self.sample(beat, i_ready, depth, fifos, flows, used, rr)
-            where = f"cycle {self.cycle}, qdepth {depth}"
-            if i_valid:
-                assert bool(dut.i__ready.value) == i_ready, \
-                    f"{where}: i.ready {int(dut.i__ready.value)}, model {i_ready}"
-                if i_ready and beat["last"]:
+            if not self.in_reset():
+                if dut.i__valid.value and dut.i__ready.value and tb.unpack(self._layout("i"),
+                                                                           dut.i__payload.value.to_unsigned())["last"]:
                     self.accepts.append(self.cycle)
-            assert o_valid == m_valid, f"{where}: o.valid {o_valid}, model {m_valid}"
-            if o_valid:
-                payload = tb.unpack(self.block.descriptor, dut.o__payload.value.to_unsigned())
-                assert payload == m_payload, f"{where}: o {payload}, model {m_payload}"
-                if o_ready:
+                if dut.o__valid.value and dut.o__ready.value:
+                    payload = tb.unpack(self._layout("o"), dut.o__payload.value.to_unsigned())
                     self.out.append(payload)
                     self.emits.append(self.cycle)
                     self.emitted.append(tb.Frame(tb.now(), self.sent[payload["handle"]]))
                     self.queues[payload["port"]] += 1
-            self.cycle += 1
-            if self.cycle % self.service == 0:
-                self.queues = [max(q - 1, 0) for q in self.queues]
-            depth = self.qdepth()
-            dut.qdepth.value = tb.pack(self.block.qdepth.shape(), depth)
+                cycles += 1
+                if cycles % self.service == 0:
+                    self.queues = [max(q - 1, 0) for q in self.queues]
+            dut.qdepth.value = tb.pack(self._layout("qdepth"), self.qdepth())
 
-    def sample(self, beat, i_ready, depth, fifos, flows, used, rr):
-        """Functional coverage of this cycle, from the model's state before it (``fifos`` ... ``rr``)."""
+    def sample(self, values):
+        m = self.model
+        self.before = ([len(f) for f in m.fifos], list(m.flow_count), m.used, m.rr)
+
+    def sampled(self, values):
+        """Functional coverage of this cycle, from the model's state before it (``fifos`` ... ``rr``) and
+        the decision it took."""
+        fifos, flows, used, rr = self.before
+        beat = tb.unpack(self._layout("i"), values["i__payload"]) if values["i__valid"] else None
+        i_ready = values["i__ready"]
+        depth = tb.unpack(self._layout("qdepth"), values["qdepth"])
         p, decision = self.params, self.model.decision
         if decision is not None:
             kind, port, _, flow = decision
@@ -167,7 +159,7 @@ class TB(tb.BlockTB):
 
     def check(self, name="spill"):
         """Counters equal the model's; packets conserved; no duplicate; per-flow order kept."""
-        counters = self.check_counters(self.model.counters)
+        counters = self.check_counters()
         pending = int(self.dut.pending.value)
         self.conserved("packets", len(self.sent), forwarded=counters["forwarded"], pending=pending,
                        drained=counters["drained"], spill_overflow=counters["spill_overflow"],
@@ -216,7 +208,7 @@ async def random_traffic(dut):
             psn[flow] += 1
         await t.source.wait_idle()
     await t.drain()
-    assert t.model.counters["spilled"] > 0 and t.model.counters["forwarded"] > 0, "traffic never spilled"
+    assert t.model.counters()["spilled"] > 0 and t.model.counters()["forwarded"] > 0, "traffic never spilled"
     t.check("random_traffic")
 
 
@@ -453,228 +445,13 @@ async def decision_edges(dut):
 
 
 PARAMS = {
-    "flow": SpillBufferParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
-                              order="flow", mode="inswitch"),
-    "port": SpillBufferParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8,
-                              order="port", mode="inswitch"),
+    "flow": InSwitchParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
+                           order="flow"),
+    "port": InSwitchParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8,
+                           order="port"),
 }
 
 
 @runner.parametrize(__name__, PARAMS)
-def test_spill_buffer(params, testcase, record_property):
-    record_property("innet", runner.run(SpillBuffer, params, __name__, testcase))
-
-
-# --- Disaggregated mode: the credit core in Amaranth's simulator against its model -------------------
-
-CREDIT_PARAMS = {
-    "flow": SpillBufferParams(ports=3, high=6, low=2, capacity=4, drain_rate=1, drain_window=3, flows=8,
-                              order="flow", mtu=300, return_slots=2, counter_bits=16),
-    "port": SpillBufferParams(ports=2, high=5, low=3, capacity=3, drain_rate=2, drain_window=4, flows=4,
-                              order="port", mtu=200, return_slots=3, counter_bits=16),
-}
-
-
-@pytest.mark.parametrize("config", CREDIT_PARAMS)
-def test_credit_core_matches_model(config):
-    """CreditCore vs CreditCoreModel every cycle, in a closed loop: spills go to a shadow node (per-port
-    FIFOs behind a link of random delay), requests come back as returns, returns are re-injected;
-    random queue depths, back-pressure on v and req, bogus returns. Then order and credits."""
-    from amaranth.sim import Simulator
-
-    from hdl.spill_buffer import CreditCore
-    from models.spill_buffer import CREDIT_COUNTERS, SPILL, CreditCoreModel
-
-    params = CREDIT_PARAMS[config]
-    dut, model = CreditCore(params), CreditCoreModel(params)
-    rng = random.Random(runner.traffic_seed())
-    P, C = params.ports, params.capacity
-    node = [collections.deque() for _ in range(P)]       # (flow, seq, arrival number) at the node
-    returning = []                                         # (cycle, port): frames on the way back
-    held = collections.deque()                             # accepted returns waiting to be re-injected
-    done_log, spilled_log = [], []
-
-    async def bench(ctx):
-        handle = 0
-        for cycle in range(2500):
-            phase = (cycle // 300) % 3                     # congested, mixed, calm
-            qdepth = [rng.choice([[params.high, params.high + 2], [0, params.low, params.high],
-                                  [0, params.low]][phase]) for _ in range(P)]
-            arrival = None
-            if rng.random() < 0.7:
-                flow = rng.randrange(params.flows)           # a flow has one egress port
-                port = P if rng.random() < 0.03 else flow % P
-                arrival = {"handle": handle % (1 << params.handle_bits), "port": port, "flow": flow,
-                           "length": rng.choice([60, 200, params.mtu, params.mtu + 1]),
-                           "malformed": int(rng.random() < 0.05)}
-            v_ready, req_ready = rng.random() < 0.85, rng.random() < 0.7
-            ret = None
-            if returning and returning[0][0] <= cycle:
-                ret = returning.pop(0)[1]
-            elif rng.random() < 0.01:
-                ret = rng.randrange(P + 1)                 # a return nobody asked for
-            done = None
-            if held and rng.random() < 0.5:
-                done = held.popleft()
-            ctx.set(dut.d.valid, arrival is not None)
-            if arrival is not None:
-                ctx.set(dut.d.payload, arrival)
-            ctx.set(dut.qdepth, qdepth)
-            ctx.set(dut.v.ready, v_ready)
-            ctx.set(dut.req.ready, req_ready)
-            ctx.set(dut.ret_valid, ret is not None)
-            ctx.set(dut.ret_port, ret or 0)
-            ctx.set(dut.done_valid, done is not None)
-            if done is not None:
-                ctx.set(dut.done_port, done["port"])
-                ctx.set(dut.done_flow, done["flow"])
-                ctx.set(dut.done_seq, done["seq"])
-            credits = list(model.credits)
-            d_ready, verdict, req, ret_ok = model.step(arrival, qdepth, v_ready, req_ready, ret, done)
-            where = f"{config} cycle {cycle}"
-            assert list(ctx.get(dut.credits)) == credits, where
-            if arrival is not None:
-                assert ctx.get(dut.d.ready) == d_ready, where
-                got = ctx.get(dut.v.payload)
-                assert {k: getattr(got, k) for k in verdict} == verdict, f"{where}: {got} vs {verdict}"
-            assert ctx.get(dut.req.valid) == (req is not None), where
-            if req is not None:
-                assert ctx.get(dut.req.payload.port) == req, where
-                if req_ready:
-                    returning.append((cycle + rng.randrange(2, 30), req))
-                    returning.sort()
-            assert ctx.get(dut.ret_ok) == ret_ok, where
-            if ret_ok:
-                flow, seq, number = node[ret].popleft()
-                held.append({"port": ret, "flow": flow, "seq": seq})
-                done_log.append((ret, flow, number))
-            if verdict is not None and v_ready:
-                handle += 1
-                if verdict["kind"] == SPILL:
-                    node[verdict["port"]].append((verdict["flow"], verdict["seq"], handle))
-                    spilled_log.append(verdict["flow"])
-                    assert len(node[verdict["port"]]) <= C, f"{where}: node overflow"
-            await ctx.tick()
-        for name in CREDIT_COUNTERS:
-            assert ctx.get(getattr(dut, name)) == model.counters[name], name
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    c = model.counters
-    assert c["spilled"] > 20 and c["reinjected"] > 10 and c["spill_overflow"] > 0 and c["return_malformed"] > 0, c
-    assert c["misordered"] == 0
-    for q in range(P):
-        assert model.credits[q] + model.unasked[q] + model.asked[q] + sum(h["port"] == q for h in held) == C
-    last = {}
-    for port, flow, number in done_log:                    # per-flow order of re-injection
-        assert number > last.get(flow, -1), f"flow {flow} reordered"
-        last[flow] = number
-
-
-@pytest.mark.parametrize("width", [64, 48])
-def test_encapsulator(width):
-    """Encapsulator in Amaranth's simulator: random packet lengths around the beat boundaries, idle
-    input and back-pressure; every output frame equals ``spill_frame`` of the packet, byte for byte."""
-    from amaranth.sim import Simulator
-
-    from hdl.spill_buffer import Encapsulator
-    from models.headers import spill_frame
-    from models.packet import beats_of
-
-    rng = random.Random(runner.traffic_seed())
-    dut = Encapsulator(width)
-    H = 22
-    sizes = [1, width - H - 1, width - H, width - H + 1, width, width + 1, 2 * width - H, 2 * width - H + 1, 300]
-    packets = [rng.randbytes(rng.choice(sizes)) for _ in range(60)]
-    frames = [bytes(spill_frame(p, port=rng.randrange(4), flow=rng.randrange(1 << 16), seq=n))
-              for n, p in enumerate(packets)]
-    got = []
-
-    async def bench(ctx):
-        beats = [(frame[:H], b) for frame, p in zip(frames, packets) for b in beats_of(p, {}, width)]
-        partial = bytearray()
-        cycles = 0
-        while len(got) < len(frames):
-            cycles += 1
-            assert cycles < 20000, "encapsulator stalled"
-            offer = beats and rng.random() < 0.8
-            if offer:
-                hdr, b = beats[0]
-                ctx.set(dut.hdr, int.from_bytes(hdr, "little"))
-                ctx.set(dut.i.payload, b)
-            ctx.set(dut.i.valid, bool(offer))
-            ready = rng.random() < 0.7
-            ctx.set(dut.o.ready, ready)
-            if offer and ctx.get(dut.i.ready):
-                beats.pop(0)
-            if ctx.get(dut.o.valid) and ready:
-                o = ctx.get(dut.o.payload)
-                keep = int(o.keep)
-                assert keep == (1 << keep.bit_length()) - 1 and keep
-                assert bool(o.first) == (not partial)
-                assert o.last or keep.bit_length() == width
-                partial += int(o.data).to_bytes(width, "little")[:keep.bit_length()]
-                if o.last:
-                    got.append(bytes(partial))
-                    partial = bytearray()
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    assert got == frames
-
-
-@pytest.mark.parametrize("width", [64, 48])
-def test_decapsulator(width):
-    """Decapsulator in Amaranth's simulator: spill frames of inner lengths around the beat boundaries,
-    idle input and back-pressure; every output packet equals the inner frame, byte for byte."""
-    from amaranth.sim import Simulator
-
-    from hdl.spill_buffer import Decapsulator
-    from models.headers import spill_frame
-    from models.packet import beats_of
-
-    rng = random.Random(runner.traffic_seed())
-    dut = Decapsulator(width)
-    H = 22
-    sizes = [1, H - 1, H, H + 1, width - H, width - H + 1, width, width + H, width + H + 1, 2 * width, 300]
-    packets = [rng.randbytes(rng.choice(sizes)) for _ in range(60)]
-    frames = [bytes(spill_frame(p, port=1, seq=n, op=2)) for n, p in enumerate(packets)]
-    got = []
-
-    async def bench(ctx):
-        beats = [b for frame in frames for b in beats_of(frame, {}, width)]
-        partial = bytearray()
-        cycles = 0
-        while len(got) < len(packets):
-            cycles += 1
-            assert cycles < 20000, "decapsulator stalled"
-            offer = beats and rng.random() < 0.8
-            if offer:
-                ctx.set(dut.i.payload, beats[0])
-            ctx.set(dut.i.valid, bool(offer))
-            ready = rng.random() < 0.7
-            ctx.set(dut.o.ready, ready)
-            if offer and ctx.get(dut.i.ready):
-                beats.pop(0)
-            if ctx.get(dut.o.valid) and ready:
-                o = ctx.get(dut.o.payload)
-                keep = int(o.keep)
-                assert keep == (1 << keep.bit_length()) - 1 and keep
-                assert bool(o.first) == (not partial)
-                assert o.last or keep.bit_length() == width
-                partial += int(o.data).to_bytes(width, "little")[:keep.bit_length()]
-                if o.last:
-                    got.append(bytes(partial))
-                    partial = bytearray()
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    assert got == packets
+def test_inswitch(params, testcase, record_property):
+    record_property("innet", runner.run(InSwitchSpillBuffer, params, __name__, testcase))
