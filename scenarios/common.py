@@ -46,36 +46,29 @@ class figure:
         return False
 
 
-async def replay(dut, cycles, name):
-    """Drive ``cycles`` into ``dut`` and compare its outputs cycle by cycle.
-
-    Each cycle is ``(inputs, expected)``: port name -> integer value to drive, and port name ->
-    integer value the golden model produced in that cycle (ports absent from ``expected`` are not
-    compared in that cycle), or ``(value, mask)``: only the bits of ``mask`` are compared (don't-care
-    bytes of a beat). Fails on the first difference, naming the cycle. Returns the simulation time
-    (ns) of each cycle's clock edge.
-    """
+async def replay(dut, lockstep, records, name):
+    """Drive the inputs ``records`` (one dict a cycle, the model's inputs: port name -> value as the model
+    took it, a payload dict or None) into ``dut`` after a reset, and compare every cycle through
+    ``lockstep`` (the Component's golden model, fresh): the RTL must make the decisions the scenario's
+    model loop made. Fails on the first difference, naming the cycle. Returns the simulation time (ns)
+    of each cycle's clock edge."""
     from cocotb.triggers import RisingEdge
 
     from testbenches import tb
+    from testbenches.layouts import pack
 
     tb.start_clock(dut)
-    for port in cycles[0][0]:
+    inputs = lockstep.ports.inputs
+    for port in inputs:
         getattr(dut, port).value = 0
     await tb.reset(dut, 3)
-    edge = RisingEdge(dut.clk)
-    handles, times = {}, []
-    for cycle, (inputs, expected) in enumerate(cycles):
-        for port, value in inputs.items():
-            getattr(dut, port).value = value
+    lockstep.reset()
+    edge, handles, times = RisingEdge(dut.clk), {port: getattr(dut, port) for port in lockstep.ports.names()}, []
+    for cycle, record in enumerate(records):
+        for port, layout in inputs.items():
+            value = record.get(port)
+            handles[port].value = 0 if value is None else pack(layout, value)
         await edge
         times.append(tb.now())
-        for port, value in expected.items():
-            if port not in handles:
-                handles[port] = getattr(dut, port)
-            actual = int(handles[port].value)
-            if isinstance(value, tuple):
-                value, mask = value
-                actual &= mask
-            assert actual == value, f"{name}: cycle {cycle}: {port} = {actual:#x}, model {value:#x}"
+        lockstep.cycle(tb.PortValues(handles), where=f"{name}: cycle {cycle}")
     return times

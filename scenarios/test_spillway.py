@@ -7,20 +7,19 @@ egress port 0, which sends one packet every ``SERVICE`` cycles from a queue of `
 Three modes, same extra memory (``capacity`` packets per port):
 
 - ``taildrop``: a packet that finds the egress queue full is dropped;
-- ``inswitch`` (the baseline): the ``SpillBuffer`` (``mode="inswitch"``) sits in front of the queue
-  (``high`` < ``LIMIT``): packets that would overflow wait as handles in the switch's own memory and
-  are drained back when the queue is down to ``low``;
-- ``disaggregated`` (Spillway): the ``SpillBuffer`` with ``mode="disaggregated"`` sends them whole on
-  the spill link to a ``SpillNode`` and asks for them back; the link is a delay line of ``latency``
-  cycles each way, swept from short to long (``LATENCIES``).
+- ``inswitch`` (the baseline): ``InSwitchSpillBuffer`` sits in front of the queue (``high`` <
+  ``LIMIT``): packets that would overflow wait as handles in the switch's own memory and are drained
+  back when the queue is down to ``low``;
+- ``disaggregated`` (Spillway): ``Spillway`` (its switch side sends them whole on the spill link to its
+  spill node and asks for them back; the link is a delay line of ``latency`` cycles each way), swept from
+  short to long (``LATENCIES``).
 
-The in-switch closed loop runs on the golden model and every cycle's inputs and outputs are replayed
-on the RTL under Verilator, so each decision that loop used is checked against the RTL. The
-disaggregated sweep runs on the golden models ``SpillSwitchModel`` + ``SpillNodeModel`` (a Verilator
-build per latency point is over the scenario's time budget; ``testbenches/test_spillway.py`` checks
-both against the RTL every cycle); one disaggregated point, scaled down to the hardware the suite
-already builds for ``testbenches/test_spillway.py`` (``RTL_TOP``), is replayed cycle by cycle on the
-switch side and the spill node together (``SpillwayTop``), beside tail drop with the same queue.
+The in-switch closed loop runs on the golden model and every cycle's inputs are replayed on the RTL
+under Verilator in lockstep with the model, so each decision that loop used is checked against the RTL.
+The disaggregated sweep runs on the golden model ``SpillwayModel`` (a Verilator build per latency point
+is over the scenario's time budget; ``testbenches/spillway/test_top.py`` checks it against the RTL every
+cycle); one disaggregated point, scaled down to the hardware the suite already builds for that testbench
+(``RTL_TOP``), is replayed cycle by cycle on the whole ``Spillway``, beside tail drop with the same queue.
 Output: ``build/scenarios/spillway.csv`` (per mode, latency and flow) and ``.png``. The flow start
 offsets come from the trace seed (default 1, ``INNET_SEED`` replays another). A longer sweep:
 ``python -m scenarios.test_spillway --latencies 10,20,50,...``.
@@ -33,27 +32,25 @@ import random
 
 import cocotb
 import pytest
-from amaranth.hdl import Shape
-from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
-from hdl.packet import beat_layout
-from hdl.spill_buffer import CREDIT_COUNTERS, SpillBuffer, SpillBufferParams, descriptor_layout
-from hdl.spill_node import COUNTERS as NODE_COUNTERS
-from hdl.spill_node import link_layout
+from hdl.spillway.inswitch import InSwitchSpillBuffer
+from hdl.spillway.top import Spillway
 from models.headers import roce_packet
 from models.packet import beats_of
-from models.spill_buffer import SpillBufferModel
-from models.spill_node import SpillNodeModel
+from models.spillway.inswitch import InSwitchModel
+from models.spillway.params import InSwitchParams, SpillSwitchParams, SpillwayParams
+from models.spillway.top import SpillwayModel
 from scenarios.common import OUT, figure, replay, write_csv
 from testbenches import runner, tb
-from testbenches.spillway_top import P3, SpillwayTop, node_params, switch_params
+from testbenches.lockstep import Lockstep
+from testbenches.spillway.test_top import P3
 
-PARAMS = SpillBufferParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
-                           flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64, mode="inswitch")
+PARAMS = InSwitchParams(ports=2, high=16, low=4, capacity=256, drain_rate=1, drain_window=2,
+                        flows=16, order="flow", depth_bits=16, handle_bits=16, data_bytes=64)
 #: Spillway: the same thresholds and per-port capacity (now at the node); the return buffer holds
 #: ``return_slots`` packets, so at most that many drain requests are in flight (one round trip each).
-DISAGG = PARAMS.replace(mode="disaggregated", mtu=128, buffer=8, return_slots=64)
+DISAGG = SpillSwitchParams(**PARAMS.as_dict(), mtu=128, buffer=8, return_slots=64)
 LIMIT, SERVICE = 24, 2
 #: (name, packets, one-way delay, window, retransmission timeout), cycles.
 FLOWS = [(f"intra{n}", 150, 10, 16, 400) for n in range(4)] + [("cross", 400, 150, 160, 1200)]
@@ -61,14 +58,13 @@ JITTER = 50                                     # random start offset of each fl
 MAX_CYCLES = 40000
 #: Spill-link latencies (cycles each way) of the default sweep.
 LATENCIES = (10, 100, 300)
-#: One disaggregated point replayed cycle by cycle on the RTL (``SpillwayTop``: switch side + spill node)
-#: with the hardware of ``testbenches/test_spillway.py``'s ``p3`` (the suite builds it: no Verilator build
-#: of the scenario's own; its ``latency`` entry is the test's link delay, not hardware): 3 ports, spill at
-#: queue depth 6, drain at 2, 4 packets per port at the node, 2 returns in flight. The workload scaled
-#: to it: the same five flows with fewer packets and smaller windows (``RTL_FLOWS``), an egress queue of
-#: ``RTL_LIMIT`` packets, the spill link ``RTL_LATENCY`` cycles each way; tail drop with the same queue on
-#: the model beside it.
-RTL_TOP, RTL_LIMIT, RTL_LATENCY = P3, 7, 10
+#: One disaggregated point replayed cycle by cycle on the RTL (``Spillway``: switch side, spill node and
+#: links) with the hardware of ``testbenches/spillway/test_top.py``'s ``p3`` (the suite builds it: no
+#: Verilator build of the scenario's own): 3 ports, spill at queue depth 6, drain at 2, 4 packets per port
+#: at the node, 2 returns in flight, links of 7 cycles each way. The workload scaled to it: the same five
+#: flows with fewer packets and smaller windows (``RTL_FLOWS``), an egress queue of ``RTL_LIMIT`` packets;
+#: tail drop with the same queue on the model beside it.
+RTL_TOP, RTL_LIMIT, RTL_LATENCY = P3, 7, P3.latency
 RTL_FLOWS = [(f"intra{n}", 40, 10, 6, 400) for n in range(4)] + [("cross", 60, 150, 16, 1200)]
 
 
@@ -104,43 +100,27 @@ def _packet_bytes(beat, width):
     return beat["data"].to_bytes(width, "little")[:beat["keep"].bit_length()]
 
 
-def _masked(layout, beat):
-    """``(value, mask)`` of a beat for ``common.replay``: the data bytes past ``keep`` are don't-care."""
-    data_bits = Shape.cast(layout["data"].shape).width
-    full = (1 << Shape.cast(layout).width) - 1
-    mask = full & ~((1 << data_bits) - 1) | ((1 << 8 * beat["keep"].bit_length()) - 1)
-    return tb.pack(layout, beat) & mask, mask
-
-
 def simulate(mode, seed, latency=0, params=None, limit=LIMIT, rtl=False, flows=FLOWS):
     """Run the closed loop of ``mode`` (``MODES``; ``latency``: the spill link's, cycles each way) with
     the flow starts drawn from ``seed``. Returns a dict: ``stats`` (per flow), ``series`` ((cycle,
     egress queue, packets spilled) every 10 cycles), ``counters`` of the spill buffer, ``cycles``,
-    ``link`` (spill-link beats switch -> node and back), and for ``inswitch`` the recorded RTL cycles
-    ``record`` and ingress ``frames`` ((recorded cycle, frame)). ``disaggregated``: ``params`` the
+    ``link`` (spill-link beats switch -> node and back), and for ``inswitch`` the model's inputs of every
+    cycle ``record`` and ingress ``frames`` ((recorded cycle, frame)). ``disaggregated``: ``params`` the
     switch side's (default ``DISAGG``; the node takes its ports, capacity and mtu), ``limit`` the egress
-    queue, ``rtl`` records every cycle of ``SpillwayTop``'s ports (``RTL_TOP``'s wrapper) in ``record``."""
+    queue, ``rtl`` records every cycle's inputs of ``Spillway`` in ``record``."""
     rng = random.Random(seed)
     senders = [Sender(n, *flow, rng.randrange(JITTER)) for n, flow in enumerate(flows)]
     width = PARAMS.data_bytes
     sw = params or DISAGG
-    model = SpillBufferModel(PARAMS if mode == "inswitch" else sw) if mode != "taildrop" else None
-    node = SpillNodeModel(node_params(sw)) if mode == "disaggregated" else None
-    layout = beat_layout(width)
-    depth_layout = data.ArrayLayout(PARAMS.depth_bits, PARAMS.ports)
+    model = (InSwitchModel(PARAMS) if mode == "inswitch" else
+             SpillwayModel(SpillwayParams(switch=sw, latency=latency)) if mode == "disaggregated" else None)
     if rtl:
-        top = SpillwayTop(**RTL_TOP)
-        assert switch_params(RTL_TOP).replace(mode=sw.mode) == sw, "record: only RTL_TOP's switch is built"
-        link_l, out_l = link_layout(width), beat_layout(width, top.switch.out_meta)
-        depth_layout = top.qdepth.shape()
-        credits_layout = top.credits.shape()
-    descriptor = descriptor_layout(PARAMS.handle_bits)
+        assert SpillwayParams(switch=sw, latency=latency) == RTL_TOP, "record: only RTL_TOP's Spillway is built"
     events = collections.defaultdict(list)      # cycle -> [(kind, sender, psn)]
     ingress = collections.deque()               # packets at the switch input (one per cycle)
     queue = collections.deque()                 # egress port 0
     handles = []                                # in-switch: handle -> (sender, psn)
     owner = {}                                  # disaggregated: frame bytes -> (sender, psn)
-    down, up = collections.deque(), collections.deque()      # spill link: (arrival cycle, beat)
     link = [0, 0]
     series, record, frames = [], [], []         # frames: (recorded cycle, ingress frame)
     served_at = 0
@@ -190,80 +170,56 @@ def simulate(mode, seed, latency=0, params=None, limit=LIMIT, rtl=False, flows=F
                 enqueue(head)
         elif mode == "inswitch":
             before = model.counters["spill_overflow"]
-            i_ready, o_valid, out = model.step(beat, depth, True)
-            inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,
-                      "qdepth": tb.pack(depth_layout, depth), "o__ready": 1}
-            expected = {"o__valid": int(o_valid)}
-            if head is not None:
-                expected["i__ready"] = int(i_ready)
-            if o_valid:
-                expected["o__payload"] = tb.pack(descriptor, out)
-                enqueue(handles[out["handle"]])
-            if head is not None and i_ready:
+            inputs = {"i__valid": int(head is not None), "i__payload": beat, "qdepth": depth, "o__ready": 1}
+            r = model.step(inputs)
+            if r["o__valid"]:
+                enqueue(handles[r["o__payload"]["handle"]])
+            if head is not None and r["i__ready"]:
                 ingress.popleft()
                 handles.append(head)
                 frames.append((len(record), frame))
                 if model.counters["spill_overflow"] > before:
                     head[0].dropped += 1
-            record.append((inputs, expected))
+            record.append(inputs)
         else:
-            before = model.counters["spill_overflow"]
-            back = up.popleft()[1] if up and up[0][0] == cycle else None
-            arriving = down.popleft()[1] if down and down[0][0] == cycle else None
-            stored = list(node.stored)
-            r = model.step(beat, depth, True, True, back)
-            _, node_out = node.step(arriving, True)
+            before = model.switch.counters()["spill_overflow"]
+            inputs = {"i__valid": int(head is not None), "i__payload": beat, "qdepth": depth, "o__ready": 1,
+                      "spill_pause": 0, "node_pause": 0}
+            r = model.step(inputs)
             if rtl:
-                inputs = {"i__valid": int(head is not None), "i__payload": tb.pack(layout, beat) if head else 0,
-                          "qdepth": tb.pack(depth_layout, depth), "o__ready": 1, "spill_o__ready": 1,
-                          "node_o__ready": 1, "spill_i__valid": int(back is not None),
-                          "spill_i__payload": tb.pack(link_l, back) if back else 0,
-                          "node_i__valid": int(arriving is not None),
-                          "node_i__payload": tb.pack(link_l, arriving) if arriving else 0}
-                expected = {"credits": tb.pack(credits_layout, r["credits"]),
-                            "node_stored": tb.pack(credits_layout, stored)}
-                if head is not None:
-                    expected["i__ready"] = int(r["i_ready"])
-                for port, lay, beat_out in (("o", out_l, r["o"]), ("spill_o", link_l, r["spill_o"]),
-                                            ("node_o", link_l, node_out)):
-                    expected[f"{port}__valid"] = int(beat_out is not None)
-                    if beat_out is not None:
-                        expected[f"{port}__payload"] = _masked(lay, beat_out)
-                record.append((inputs, expected))
-            if head is not None and r["i_ready"]:
+                record.append(inputs)
+            if head is not None and r["i__ready"]:
                 ingress.popleft()
                 owner[frame] = head
                 if rtl:
                     frames.append((len(record) - 1, frame))
-                if model.counters["spill_overflow"] > before:
+                if model.switch.counters()["spill_overflow"] > before:
                     head[0].dropped += 1
-            if r["o"] is not None:              # single-beat packets: one per beat
-                enqueue(owner[_packet_bytes(r["o"], width)])
-            if r["spill_o"] is not None:
-                down.append((cycle + latency, r["spill_o"]))
-                link[0] += 1
-            if node_out is not None:
-                up.append((cycle + latency, node_out))
-                link[1] += 1
+            if r["o__valid"]:                   # single-beat packets: one per beat
+                enqueue(owner[_packet_bytes(r["o__payload"], width)])
+            link[0] += model.down.line[-1] is not None      # what entered each link in this cycle
+            link[1] += model.up.line[-1] is not None
         if queue and cycle >= served_at:
             s, psn = queue.popleft()
             served_at = cycle + SERVICE
             events[cycle + 1].append(("deliver", s, psn))
         if cycle % 10 == 0:
-            spilled = (model.pending if mode == "inswitch" else model.outstanding()) if model else 0
+            spilled = (model.pending if mode == "inswitch" else model.switch.outstanding()) if model else 0
             series.append((cycle, len(queue), spilled))
         cycle += 1
     stats = [dict(flow=s.name, packets=s.total, sent=s.sent + s.resent, resent=s.resent,
                   dropped=s.dropped, discarded=s.discarded, completion=s.done) for s in senders]
-    return {"stats": stats, "series": series, "counters": dict(model.counters) if model else {}, "cycles": cycle,
-            "link": link, "record": record, "frames": frames, "node": dict(node.counters) if node else {}}
+    counters = model.counters() if model else {}
+    return {"stats": stats, "series": series, "cycles": cycle, "link": link, "record": record, "frames": frames,
+            "counters": {k: v for k, v in counters.items() if not k.startswith("node_")},
+            "node": {k[5:]: v for k, v in counters.items() if k.startswith("node_")}}
 
 
 @cocotb.test()
 async def spillway(dut):
     """The in-switch closed loop, replayed on the RTL cycle by cycle."""
     run = simulate("inswitch", tb.seed())
-    times = await replay(dut, run["record"], "spillway")
+    times = await replay(dut, Lockstep(InSwitchSpillBuffer(PARAMS), InSwitchModel(PARAMS)), run["record"], "spillway")
     tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in run["frames"]])
     cocotb.log.info("spillway: %d cycles replayed on the RTL, counters %s", len(run["record"]), run["counters"])
     (tb.run_dir() / "result.json").write_text(json.dumps({k: run[k] for k in ("stats", "series", "counters",
@@ -274,18 +230,14 @@ async def spillway(dut):
 async def spillway_disaggregated(dut):
     """The scaled-down Spillway point (``RTL_TOP``), replayed on the switch side and the node: every output
     of both, every cycle; then the counters of both against the models'."""
-    run = simulate("disaggregated", tb.seed(), RTL_LATENCY, switch_params(RTL_TOP), RTL_LIMIT, rtl=True,
-                   flows=RTL_FLOWS)
-    times = await replay(dut, run["record"], "spillway_disaggregated")
-    for port in run["record"][0][0]:
-        if port.endswith("__valid"):
-            getattr(dut, port).value = 0
+    run = simulate("disaggregated", tb.seed(), RTL_LATENCY, RTL_TOP.switch, RTL_LIMIT, rtl=True, flows=RTL_FLOWS)
+    lockstep = Lockstep(Spillway(RTL_TOP), SpillwayModel(RTL_TOP))
+    times = await replay(dut, lockstep, run["record"], "spillway_disaggregated")
+    dut.i__valid.value = 0
     await RisingEdge(dut.clk)                    # the counters after the last recorded cycle's edge
-    bits = RTL_TOP["counter_bits"]
-    got = {name: int(getattr(dut, name).value) for name in CREDIT_COUNTERS}
-    assert got == {k: v % (1 << bits) for k, v in run["counters"].items()}, (got, run["counters"])
-    got = {name: int(getattr(dut, f"node_{name}").value) for name in NODE_COUNTERS}
-    assert got == {k: v % (1 << bits) for k, v in run["node"].items()}, (got, run["node"])
+    bits = RTL_TOP.switch.counter_bits
+    got = {name: int(getattr(dut, name).value) for name in lockstep.model.counters()}
+    assert got == {k: v % (1 << bits) for k, v in lockstep.model.counters().items()}, (got, run["counters"])
     tb.write_pcap("in", [tb.Frame(times[cycle], frame) for cycle, frame in run["frames"]])
     cocotb.log.info("spillway_disaggregated: %d cycles replayed on the RTL, counters %s, node %s",
                     len(run["record"]), run["counters"], run["node"])
@@ -365,11 +317,11 @@ def test_spillway(record_property):
     """Tail drop vs in-switch (its decisions from the RTL) vs Spillway over the latency sweep: spilling
     drops less and ends earlier than tail drop; the round trip costs (the longest link is slower than the
     shortest); the spill link never reorders (``misordered`` 0)."""
-    run = runner.run(SpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway",
+    run = runner.run(InSwitchSpillBuffer, PARAMS, "scenarios.test_spillway", "spillway", block="scenario_spillway",
                      seed=seed())
     inswitch = json.loads((run / "result.json").read_text())
-    # One Spillway point on the RTL (switch side + node), on the build testbenches/test_spillway.py's p3 uses.
-    top = runner.run(SpillwayTop, RTL_TOP, "scenarios.test_spillway", "spillway_disaggregated", block="spillway",
+    # One Spillway point on the RTL, on the build testbenches/spillway/test_top.py's p3 uses.
+    top = runner.run(Spillway, RTL_TOP, "scenarios.test_spillway", "spillway_disaggregated", block="spillway.top",
                      seed=seed())
     point = {"taildrop": simulate("taildrop", seed(), limit=RTL_LIMIT, flows=RTL_FLOWS),
              "disaggregated": json.loads((top / "result.json").read_text())}
@@ -403,10 +355,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         latencies = [int(x) for x in args.latencies.split(",")]
-        if not latencies or min(latencies) < 0:
+        if not latencies or min(latencies) < 1:
             raise ValueError
     except ValueError:
-        parser.error(f"--latencies: {args.latencies!r} is not a list of cycle counts >= 0")
+        parser.error(f"--latencies: {args.latencies!r} is not a list of cycle counts >= 1")
     s = seed() if args.seed is None else args.seed
     headline, files = report(s, sweep(s, latencies), name="spillway_sweep")
     print(f"seed {s}: {headline}")

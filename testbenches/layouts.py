@@ -48,35 +48,63 @@ def _packer(layout):
 
 def unpack(layout, word):
     """Unpack the integer ``word`` into a (nested) dict / list / int following ``layout``."""
+    return _unpacker(layout)(word)
+
+
+@functools.lru_cache(maxsize=None)
+def _unpacker(layout):
+    """``unpack`` for one layout, worked out once (the lockstep unpacks every port of every cycle)."""
     if isinstance(layout, data.StructLayout):
-        return {name: unpack(field.shape, word >> field.offset) for name, field in layout}
+        fields = [(name, _unpacker(field.shape), field.offset) for name, field in layout]
+        return lambda word: {name: inner(word >> offset) for name, inner, offset in fields}
     if isinstance(layout, data.ArrayLayout):
-        bits = width(layout.elem_shape)
-        return [unpack(layout.elem_shape, word >> (i * bits)) for i in range(layout.length)]
+        bits, inner, count = width(layout.elem_shape), _unpacker(layout.elem_shape), layout.length
+        return lambda word: [inner(word >> (i * bits)) for i in range(count)]
     shape = Shape.cast(layout)
-    value = word & ((1 << shape.width) - 1)
-    if shape.signed and value >> (shape.width - 1):
-        value -= 1 << shape.width
-    return value
+    mask, top = (1 << shape.width) - 1, 1 << shape.width
+    if shape.signed:
+        return lambda word: (word & mask) - top if (word & mask) >> (shape.width - 1) else word & mask
+    return lambda word: word & mask
 
 
 def expect(layout, value):
     """``(word, mask)`` of an expected ``value``: the bits it names (every bit of a plain value, the
     fields present in a dict, ``Masked``'s mask)."""
-    if isinstance(value, Masked):
-        ones = (1 << width(layout)) - 1
-        return value.value & value.mask & ones, value.mask & ones
+    return _expecter(layout)(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _expecter(layout):
+    """``expect`` for one layout, worked out once."""
+    ones = (1 << width(layout)) - 1
     if isinstance(layout, data.StructLayout):
-        word = mask = 0
-        for name, field in layout:
-            if name in value:
-                w, m = expect(field.shape, value[name])
-                word, mask = word | w << field.offset, mask | m << field.offset
-        return word, mask
+        fields = [(name, _expecter(field.shape), field.offset) for name, field in layout]
+
+        def struct(value):
+            if isinstance(value, Masked):
+                return value.value & value.mask & ones, value.mask & ones
+            word = mask = 0
+            for name, inner, offset in fields:
+                if name in value:
+                    w, m = inner(value[name])
+                    word, mask = word | w << offset, mask | m << offset
+            return word, mask
+        return struct
     if isinstance(layout, data.ArrayLayout):
-        bits, word, mask = width(layout.elem_shape), 0, 0
-        for i, v in enumerate(value):
-            w, m = expect(layout.elem_shape, v)
-            word, mask = word | w << (i * bits), mask | m << (i * bits)
-        return word, mask
-    return pack(layout, value), (1 << width(layout)) - 1
+        bits, inner = width(layout.elem_shape), _expecter(layout.elem_shape)
+
+        def array(value):
+            if isinstance(value, Masked):
+                return value.value & value.mask & ones, value.mask & ones
+            word = mask = 0
+            for i, v in enumerate(value):
+                w, m = inner(v)
+                word, mask = word | w << (i * bits), mask | m << (i * bits)
+            return word, mask
+        return array
+
+    def plain(value):
+        if isinstance(value, Masked):
+            return value.value & value.mask & ones, value.mask & ones
+        return int(value) & ones, ones
+    return plain

@@ -38,7 +38,7 @@ from testbenches.lockstep import Lockstep
 
 __all__ = [
     "pack", "unpack", "Frame", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
-    "BlockTB", "start_clock", "reset", "params", "run_dir", "seed", "now", "summary", "write_pcap",
+    "BlockTB", "PortValues", "follow", "start_clock", "reset", "params", "run_dir", "seed", "now", "summary", "write_pcap",
 ]
 
 log = logging.getLogger("cocotb.innet")
@@ -423,7 +423,7 @@ class PacketSink(StreamSink):
 
 # --- Block testbench base ----------------------------------------------------------------------
 
-class _PortValues(dict):
+class PortValues(dict):
     """The integer value of each port in the cycle that just ended, read from the simulator when first
     asked for (a port the model does not name this cycle is never read)."""
 
@@ -452,7 +452,7 @@ async def follow(scope, lockstep, clk, in_reset, packets=None, before=None, afte
         if after_reset:
             lockstep.reset()
             after_reset = False
-        values = _PortValues(handles)
+        values = PortValues(handles)
         if before:
             before(values)
         lockstep.cycle(values, packets, where=f"cycle {lockstep.cycles}")
@@ -471,7 +471,7 @@ class BlockTB:
     two side by side (``testbenches/lockstep.py``): from the first cycle after a reset, every cycle of
     the RTL is compared with the model (a cycle model: every port it names; a transaction model: every
     output transfer). ``sample(values)`` and ``sampled(values)`` are called each cycle before and after
-    the model's step, with the ports' values (``_PortValues``): a testbench's functional coverage. While
+    the model's step, with the ports' values (``PortValues``): a testbench's functional coverage. While
     ``resetting`` is true nothing is compared; ``cycle`` counts the compared cycles since the last reset.
     """
 
