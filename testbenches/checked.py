@@ -466,29 +466,6 @@ def chunk_bitmap(component, params, table):
     return _cycles(step, lambda: model.counters, table, TAIL + LATENCY, command=True)
 
 
-def ev_selector(component, params, table):
-    from models.ev_selector import EVENT_KINDS, EvSelectorModel
-    model, shape = EvSelectorModel(params), _shapes(component)["o"]
-    fields = dict(shape)
-    chosen = sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in ("slot", "ev", "plane"))
-    full = _full(shape)
-
-    def step(beat, side):
-        if beat is None:
-            return True, []
-        e = beat["event"]
-        event = None
-        if e.get("valid"):
-            event = {"slot": 0, "ev": 0, "last_hop": 0, "index": 0, "ok": 0, "plane": 0, **e,
-                     "kind": EVENT_KINDS[e["kind"]]}
-            event.pop("valid")
-        out = model.step(bool(beat.get("want")), event)
-        value = _pack(shape, {"selected": out["valid"], "stall": out["stall"], "slot": out["slot"] or 0,
-                              "ev": out["ev"] or 0, "plane": out["plane"] or 0, "retransmit": out["retransmit"]})
-        return True, [("o", value, full if out["valid"] else full & ~chosen)]
-    return _cycles(step, lambda: model.counters, table)
-
-
 def bounded_loss_tracker(component, params, table):
     from models.bounded_loss_tracker import KINDS, BoundedLossTrackerModel
     model, shapes = BoundedLossTrackerModel(params), _shapes(component)
@@ -663,7 +640,7 @@ def usid_forwarder(component, params, table):
 
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
-            "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
+            "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
             "progress_regfile": progress_regfile, "aggregator": aggregator,
             "usid_forwarder": usid_forwarder, "pipeline": pipeline}
 

@@ -24,7 +24,7 @@ import cocotb
 from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.clock import Clock
-from cocotb.triggers import Event, RisingEdge
+from cocotb.triggers import Event, ReadWrite, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
 from scapy.data import DLT_EN10MB
@@ -447,8 +447,10 @@ class BlockTB:
     two side by side (``testbenches/lockstep.py``): from the first cycle after a reset, every cycle of
     the RTL is compared with the model (a cycle model: every port it names; a transaction model: every
     output transfer). ``sample(values)`` is called each cycle before the model's step, with the ports'
-    values (``_PortValues``): a testbench's functional coverage. While ``resetting`` is true nothing is
-    compared; ``cycle`` counts the compared cycles.
+    values (``_PortValues``), and ``sampled(values)`` after it: a testbench's functional coverage and
+    bookkeeping (what a cycle met, what it decided). A testbench that reads the model's state to choose
+    its next stimulus waits with ``edge()``. While ``resetting`` is true nothing is compared; ``cycle``
+    counts the compared cycles.
     """
 
     name = None
@@ -496,6 +498,16 @@ class BlockTB:
     def sample(self, values):
         """Functional coverage of one cycle, before the model's step (a testbench may override it)."""
 
+    def sampled(self, values):
+        """The same cycle after the model's step (a testbench may override it): what the model decided
+        in it (its state after the edge, its counters)."""
+
+    async def edge(self):
+        """The next rising edge, once the lockstep has stepped the model on it (the tasks one edge wakes
+        run in the order they began waiting: a testbench's own ``RisingEdge`` may come first)."""
+        await RisingEdge(self.dut.clk)
+        await ReadWrite()
+
     async def _run_lockstep(self):
         handles = {name: getattr(self.dut, name) for name in self.lockstep.ports.names()}
         after_reset = False
@@ -510,6 +522,7 @@ class BlockTB:
             values = _PortValues(handles)
             self.sample(values)
             self.lockstep.cycle(values, self._lookahead, where=f"cycle {self.cycle}")
+            self.sampled(values)
             self.cycle += 1
 
     def in_reset(self):
