@@ -183,6 +183,7 @@ class ChunkBitmapModel:
     ``due`` holds the results on their way to ``o`` (``LATENCY`` cycles, the oldest first)."""
 
     KIND = "cycle"
+    IGNORES_READY = ("o",)      # the RTL has no output back-pressure
 
     def __init__(self, params=None):
         p = self.params = check(params, ChunkBitmapParams)
