@@ -434,24 +434,6 @@ def spill_node(component, params, table):
     return _cycles(step, lambda: model.counters, table)
 
 
-def bounded_loss_tracker(component, params, table):
-    from models.bounded_loss_tracker import KINDS, BoundedLossTrackerModel
-    model, shapes = BoundedLossTrackerModel(params), _shapes(component)
-    ports = [name for name, _ in _streams(component)[1]]
-
-    def step(beat, side):
-        ready = {name: not stall for name, stall in zip(ports, side.stall)}
-        out = model.step(beat, None, ready["fwd"], ready["close"], ready["nack"])
-        outs = []
-        for name, event in zip(("fwd", "close", "nack"), out[1:]):
-            if event is not None and ready[name]:
-                if name == "close":
-                    event = {**event, "kind": KINDS.index(event["kind"])}
-                outs.append((name, _pack(shapes[name], event), _full(shapes[name])))
-        return out.i_ready, outs
-    return _cycles(step, lambda: model.counters, table)
-
-
 def pipeline(component, params, table):
     """Every packet of a batch announced to the model first, then one model step per cycle; in
     disaggregated mode (the default) the ``LinkLoop`` of the pipeline and a spill node, as
@@ -608,12 +590,12 @@ def usid_forwarder(component, params, table):
 
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "ev_expander": ev_expander,
-            "bounded_loss_tracker": bounded_loss_tracker, "progress_regfile": progress_regfile,
-            "aggregator": aggregator, "usid_forwarder": usid_forwarder, "pipeline": pipeline}
+            "progress_regfile": progress_regfile, "aggregator": aggregator, "usid_forwarder": usid_forwarder,
+            "pipeline": pipeline}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
-STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "progress_regfile", "aggregator",
+STALLS = {"spill_buffer", "spill_node", "pipeline", "progress_regfile", "aggregator",
           "packet_fifo", "usid_forwarder", "ev_expander"}
 
 
