@@ -267,7 +267,7 @@ async def bounded_loss_tracker(dut):
             row = (tb.unpack(layouts["cfg"], int(dut.s_cfg_axis_tdata.value))
                    if int(dut.s_cfg_axis_tvalid.value) else None)
             readies = [bool(int(getattr(dut, f"m_{n}_axis_tready").value)) for n in sinks]
-            out = model.step(beat, row, *readies)
+            out = model.tick(beat, row, *readies)
             if beat is not None:
                 assert int(dut.s_axis_tready.value) == out.i_ready, f"cycle {cycle}: s_axis_tready"
             for (name, expected), ready in zip(zip(sinks, out[1:]), readies):
@@ -301,11 +301,11 @@ async def bounded_loss_tracker(dut):
         await RisingEdge(dut.clk)
     closes = {e["kind"] for e in taken["close"]}
     assert closes == {"FULL", "BOUNDED", "ABORT"} and taken["nack"], (closes, len(taken["nack"]))
-    assert len(taken["fwd"]) == model.counters["forwarded"], (len(taken["fwd"]), model.counters)
-    assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters)     # each packet once
-    for name, value in model.counters.items():
+    assert len(taken["fwd"]) == model.counters["forwarded"], (len(taken["fwd"]), model.counters())
+    assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters())   # each packet once
+    for name, value in model.counters().items():
         assert int(getattr(dut, name).value) == value, name
-    tb.summary(counters=dict(model.counters))
+    tb.summary(counters=model.counters())
 
 
 def test_axis_aggregator(record_property):
