@@ -1,7 +1,9 @@
 """Cycle-accurate golden model of the DBLP bounded-loss round tracker (SPEC section 4).
 
 innet's receiver-side (NIC) reading of DBLP; every rule below is *chosen* (only the paper's
-abstract is public). ``step()`` is one clock cycle, so a testbench compares the RTL every cycle.
+abstract is public). ``step(inputs)`` is one clock cycle of the Component's ports (a cycle model,
+``models/contract.py``), so the lockstep compares the RTL every cycle: ``i.ready`` while a beat is
+offered, ``cfg.ready`` (always 1) and each output's valid and payload.
 
 Interfaces (all streams: valid never waits on ready; payload stable until taken)
 - ``i``: packet beats (``models.packet.beats_of``: data, keep, first, last), byte 0 in lane 0.
@@ -68,6 +70,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 from models import wire
+from models.contract import Counters
 from models.params import Params, check, param
 from models.wire import DBLP_HEADER_BYTES, DBLP_OFFSET, DBLP_PORT
 
@@ -163,18 +166,21 @@ class Slot:
 class BoundedLossTrackerModel:
     """Takes the ``BoundedLossTrackerParams`` of ``BoundedLossTracker``; ``step`` is one cycle.
 
-    ``step(beat, cfg, fwd_ready, close_ready, nack_ready)`` returns the ``Outputs`` the RTL shows
-    in that cycle (before the edge), then advances the state as the clock edge does. After it,
-    ``decision`` describes the packet decided at that edge (or None). State a testbench may
-    compare with the RTL: ``slots`` (``Slot`` registers), ``bitmap[s]`` (slot s's words as one int,
-    word w = bits w*W..w*W+W-1), ``table``, ``now``, ``scan``, ``search``, ``clearing``, ``counters``.
+    ``tick(beat, cfg, fwd_ready, close_ready, nack_ready)`` is that cycle on the model's terms
+    (``step`` is built on it): it returns the ``Outputs`` the RTL shows in that cycle (before the
+    edge), then advances the state as the clock edge does. After it, ``decision`` describes the packet
+    decided at that edge (or None). State a testbench may compare with the RTL: ``slots`` (``Slot``
+    registers), ``bitmap[s]`` (slot s's words as one int, word w = bits w*W..w*W+W-1), ``table``,
+    ``now``, ``scan``, ``search``, ``clearing``, ``counters`` (``Counters``).
     """
+
+    KIND = "cycle"
 
     def __init__(self, params=None):
         p = self.params = check(params, BoundedLossTrackerParams)
         self.R, self.W, self.words = p.rounds, p.word_bits, p.words
         self.tmask = (1 << p.time_bits) - 1
-        self.cmax = (1 << p.counter_bits) - 1
+        self.counters = Counters(COUNTERS, p.counter_bits, "saturate")
         self.bitmap = [0] * p.rounds                        # word memory: survives reset
         self.reset()
 
@@ -187,11 +193,8 @@ class BoundedLossTrackerModel:
         self.fwd = self.close = self.nack = None
         self.scan, self.search = 0, None                    # search: (slot, word)
         self.clearing, self.cptr = None, 0                  # clearing: (slot, word)
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
         self.decision = None
-
-    def _count(self, name, n=1):
-        self.counters[name] = min(self.counters[name] + n, self.cmax)
 
     def age(self, slot):
         return (self.now - slot.t_first) & self.tmask
@@ -227,7 +230,18 @@ class BoundedLossTrackerModel:
 
     # --- one cycle ----------------------------------------------------------------------------
 
-    def step(self, beat=None, cfg=None, fwd_ready=True, close_ready=True, nack_ready=True):
+    def step(self, inputs):
+        beat = inputs["i__payload"]
+        out = self.tick(beat, inputs["cfg__payload"], inputs["fwd__ready"], inputs["close__ready"],
+                        inputs["nack__ready"])
+        outputs = {"i__ready": None if beat is None else out.i_ready, "cfg__ready": 1}
+        for name, event in zip(("fwd", "close", "nack"), out[1:]):
+            outputs[f"{name}__valid"] = event is not None
+            if event is not None:
+                outputs[f"{name}__payload"] = dict(event, kind=KINDS.index(event["kind"])) if name == "close" else event
+        return outputs
+
+    def tick(self, beat=None, cfg=None, fwd_ready=True, close_ready=True, nack_ready=True):
         p = self.params
         fwd_free = self.fwd is None or fwd_ready
         close_free = self.close is None or close_ready
@@ -273,7 +287,7 @@ class BoundedLossTrackerModel:
         if cfg is not None:
             ok = (0 <= cfg["phase"] < p.phases and 0 <= cfg["tau"] <= 255
                   and 1 <= cfg["deadline"] < 1 << p.deadline_bits)
-            self._count("cfg_writes" if ok else "cfg_rejected")
+            self.counters.add("cfg_writes" if ok else "cfg_rejected")
             if ok:
                 self.table[cfg["phase"]] = (cfg["tau"], cfg["deadline"])
         if fwd_free:
@@ -294,7 +308,7 @@ class BoundedLossTrackerModel:
                          "idx": None if h is None else h["idx"], "opened": outcome == "open",
                          "handle": handle}
         if outcome not in ("open", "forwarded"):
-            self._count(outcome)
+            self.counters.add(outcome)
             return None, None
         s = self.slots[slot]
         if outcome == "open":
@@ -302,11 +316,11 @@ class BoundedLossTrackerModel:
             s.live, s.closed, s.job, s.round, s.cnt = True, False, h["job"], h["round"], h["cnt"]
             s.need, s.count, s.t_first = need_of(h["cnt"], tau), 0, self.now
             s.retries, s.phase, s.last = 0, h["phase"], False
-            self._count("opened")
+            self.counters.add("opened")
         self.bitmap[slot] |= 1 << h["idx"]
         s.count += 1
         s.last = s.last or h["last"]
-        self._count("forwarded")
+        self.counters.add("forwarded")
         fwd = {k: h[k] for k in ("job", "round", "idx", "phase", "length")}
         fwd["handle"] = handle
         close = None
@@ -319,11 +333,11 @@ class BoundedLossTrackerModel:
     def _close(self, slot, kind):
         s = self.slots[slot]
         s.live, s.closed, s.dirty = False, True, True
-        self._count(kind.lower())
+        self.counters.add(kind.lower())
         if kind == "BOUNDED":
-            self._count("loss_accepted", s.cnt - s.count)
+            self.counters.add("loss_accepted", s.cnt - s.count)
         elif kind == "ABORT":
-            self._count("loss_aborted", s.cnt - s.count)
+            self.counters.add("loss_aborted", s.cnt - s.count)
         return {"job": s.job, "round": s.round, "kind": kind, "cnt": s.cnt, "count": s.count,
                 "need": s.need, "retries": s.retries}
 
@@ -349,7 +363,7 @@ class BoundedLossTrackerModel:
         s.t_first = self.now
         self.search = None
         self.scan = (slot + 1) % self.R
-        self._count("nacks")
+        self.counters.add("nacks")
         return {"job": s.job, "round": s.round, "count": s.count, "need": s.need, "missing": missing,
                 "retries": s.retries}
 

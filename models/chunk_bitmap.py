@@ -4,16 +4,21 @@ The receiver NIC's side of SDR: per posted message a packet bitmap and a chunk b
 from the delivering QP, placement descriptors and ``chunk_done`` / ``msg_done`` events.
 
 Interface (the contract the RTL follows)
-- ``step(pkt, cmd)`` is one clock cycle: ``pkt`` the bytes of the packet offered on the packet input
-  (None: not valid), ``cmd`` the command offered on the command input (None: not valid). It returns
-  ``Cycle(pkt_ready, cmd_ready, result)``: the two ready signals of that cycle and, when the packet
-  was accepted, its ``Result``, which the RTL shows on its outputs ``LATENCY`` cycles later (packet
-  results in acceptance order; nothing else appears on the outputs). A testbench compares readies
-  every cycle and the outputs per packet (or per cycle, shifted by ``LATENCY``).
+- ``step(inputs)`` is one clock cycle of the Component's ports (a cycle model, ``models/contract.py``):
+  ``i.ready`` and ``cmd.ready`` of that cycle, and on ``o`` the result of the packet accepted
+  ``LATENCY`` cycles before (``o.valid`` low in every other cycle; ``o.ready`` is ignored). A packet is
+  decided on its first beat (the bytes it holds: every header, and its length when it is also the
+  last); later beats are taken without effect. ``o`` compares ``outcome``, ``chunk_done`` and
+  ``msg_done``, the parsed fields unless ``malformed`` and ``chunk`` only with ``chunk_done``.
+- ``tick(pkt, cmd)`` is the same cycle on the model's terms: ``pkt`` the bytes of the packet offered on
+  the packet input (None: not valid, or not a first beat), ``cmd`` the command offered (None: not
+  valid). It returns ``Cycle(pkt_ready, cmd_ready, result)``: the two ready signals and, when the packet
+  was accepted, its ``Result`` (also kept as ``result`` until the next cycle).
 - ``packet(raw)`` and ``command(cmd)`` are the same rules without timing (a post's clear is done at
-  once); ``step`` is built on them.
+  once); ``tick`` is built on them.
 - ``counters``: one per packet outcome (``OUTCOMES``; their sum is the packets accepted:
-  conservation) and per event/command (``EVENTS``); all saturate at ``counter_bits``.
+  conservation) and per event/command (``EVENTS``); all saturate at ``counter_bits``
+  (``saturated``: one of them was counted at the top).
 
 Rules (*chosen* where the SPEC is silent)
 - Packet parse: a packet shorter than ``wire.SDR_MIN_LENGTH`` (headers + ICRC), not Ethernet/IPv4
@@ -53,10 +58,12 @@ Rules (*chosen* where the SPEC is silent)
   keep their contents (SRAM; a post clears before use). The EC check (``ec_status``) reads the chunk
   bitmap of a slot: submessage l is chunks [l*(k+m), (l+1)*(k+m)), data chunks first, then parity.
 """
+import collections
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from models import wire
+from models.contract import Counters
 from models.params import Params, check, param
 
 __all__ = ["ChunkBitmapParams", "ChunkBitmapModel", "Result", "Cycle", "OUTCOMES", "EVENTS", "COUNTERS",
@@ -172,26 +179,31 @@ def ec_recoverable(missing, k, m, scheme):
 
 
 class ChunkBitmapModel:
-    """Takes the ``ChunkBitmapParams`` of ``ChunkBitmap``; see the module docstring for the rules."""
+    """Takes the ``ChunkBitmapParams`` of ``ChunkBitmap``; see the module docstring for the rules.
+    ``due`` holds the results on their way to ``o`` (``LATENCY`` cycles, the oldest first)."""
+
+    KIND = "cycle"
+    IGNORES_READY = ("o",)      # the RTL has no output back-pressure
 
     def __init__(self, params=None):
         p = self.params = check(params, ChunkBitmapParams)
         self.pkt_mem = [[0] * p.slot_words for _ in range(p.msg_slots)]
         self.chunk_mem = [[0] * p.slot_words for _ in range(p.msg_slots)]
+        self.counters = Counters(COUNTERS, p.counter_bits, "saturate")
         self.reset()
 
     def reset(self):
         p = self.params
         self.slots = [Slot() for _ in range(p.msg_slots)]
         self.clear_slot, self.clear_next, self.clear_left = 0, 0, 0
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
         self.saturated = False
+        self.due = collections.deque([None] * LATENCY)
+        self.result = None
 
     def _count(self, name):
-        if self.counters[name] == (1 << self.params.counter_bits) - 1:
-            self.saturated = True
-        else:
-            self.counters[name] += 1
+        self.saturated |= self.counters[name] == self.counters.top
+        self.counters.add(name)
 
     @property
     def busy(self):
@@ -289,17 +301,41 @@ class ChunkBitmapModel:
 
     # --- one clock cycle -----------------------------------------------------------------------
 
-    def step(self, pkt=None, cmd=None):
+    def step(self, inputs):
+        """One cycle of the Component's ports (see the docstring)."""
+        beat, pkt = inputs["i__payload"], None
+        if beat is not None and beat["first"]:
+            pkt = beat["data"].to_bytes(self.params.data_bytes, "little")[:beat["keep"].bit_length()]
+        shown = self.due.popleft()
+        cycle = self.tick(pkt, inputs["cmd__payload"])
+        self.due.append(cycle.result)
+        outputs = {"i__ready": cycle.pkt_ready, "cmd__ready": cycle.cmd_ready, "o__valid": shown is not None}
+        if shown is not None:
+            outputs["o__payload"] = self.fields(shown)
+        return outputs
+
+    @staticmethod
+    def fields(result):
+        """The ``o`` payload of ``result``: the fields that hold something for its outcome."""
+        out = {"outcome": OUTCOMES.index(result.outcome), "chunk_done": result.chunk_done is not None,
+               "msg_done": result.msg_done}
+        if result.outcome != "malformed":
+            out.update(msg=result.msg, offset=result.offset, gen=result.gen, channel=result.channel)
+        if result.chunk_done is not None:
+            out["chunk"] = result.chunk_done
+        return out
+
+    def tick(self, pkt=None, cmd=None):
         """One cycle: inputs offered, readies and the accepted packet's ``Result`` (see the docstring)."""
         cmd_ready = not self.busy
         take_cmd = cmd is not None and cmd_ready
         pkt_ready = cmd_ready and not take_cmd
-        result = self.packet(pkt) if pkt is not None and pkt_ready else None
+        self.result = self.packet(pkt) if pkt is not None and pkt_ready else None
         if self.busy:
             self._clear_word()
         if take_cmd:
             self.command(cmd, clear=False)
-        return Cycle(pkt_ready, cmd_ready, result)
+        return Cycle(pkt_ready, cmd_ready, self.result)
 
     # --- views ---------------------------------------------------------------------------------
 

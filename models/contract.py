@@ -34,6 +34,9 @@ Hooks: a model may declare what the contract cannot carry, each by name, and the
   decides per packet, the RTL per beat on the bytes that have arrived); the lockstep adds
   ``inputs["i__packet"] = Packet(data, meta)`` to that cycle's inputs, the whole packet the beat
   starts.
+- ``IGNORES_READY = ("o", ...)``: output streams whose ``ready`` the block ignores (its consumer must
+  take a beat every cycle it is valid); the checked engine and the soak never stall them, where a stall
+  would lose the beat unchecked.
 """
 from typing import Any, Mapping, NamedTuple, Protocol, runtime_checkable
 

@@ -5,7 +5,7 @@ GOOD, SKIP, ASSUMED_BAD, DENIED; GOOD and SKIP are *usable*, the other two *vaca
 FIFO per plane (``backup_depth`` EVs), and a probe pool of ``probe_slots`` entries
 ``{ev, plane, ok}``.
 
-One cycle (``step(want, event)``), *chosen* order: the selection reads the state at the start of
+One transfer (``tick(want, event)``), *chosen* order: the selection reads the state at the start of
 the cycle; the event is then applied to the state the selection left (its SKIP->GOOD included).
 - Selection (when ``want``): scan the slots from the rotating cursor; the first GOOD slot is
   selected and the cursor moves past it. The first SKIP slot passed on the way becomes GOOD but is
@@ -46,6 +46,7 @@ import collections
 from dataclasses import dataclass
 
 from models import wire
+from models.contract import Counters
 from models.params import Params, check, param
 
 __all__ = ["EvSelectorParams", "EvSelectorModel", "GOOD", "SKIP", "ASSUMED_BAD", "DENIED", "STATES",
@@ -82,15 +83,24 @@ class EvSelectorParams(Params):
 
 
 class EvSelectorModel:
-    """Takes the ``EvSelectorParams`` of ``EvSelector``; ``step`` is one clock cycle.
+    """Takes the ``EvSelectorParams`` of ``EvSelector``; a cycle model (``models/contract.py``).
 
-    ``step(want, event=None)`` returns the cycle's outputs ``{"valid", "slot", "ev", "plane",
-    "stall", "retransmit"}`` (``valid``: an EV was selected; ``stall``: ``want`` and none) and then
-    advances the state as the clock edge does. ``slots``, ``backups`` and ``pool`` are the state.
+    ``step(inputs)`` is one clock cycle of the Component's ports: ``o`` answers the request on ``i`` in
+    the same cycle (``o.valid = i.valid``, ``i.ready = o.ready``; ``slot``, ``ev`` and ``plane`` only
+    when ``selected``), and a transfer is one ``tick``. An event whose ``kind`` code is past
+    ``EVENT_KINDS`` is what the RTL *chose*: ``stale``, nothing else changes.
+
+    ``tick(want, event=None)`` is one transfer: it returns the answer ``{"valid", "slot", "ev",
+    "plane", "stall", "retransmit"}`` (``valid``: an EV was selected; ``stall``: ``want`` and none)
+    and then advances the state as the clock edge does. ``slots``, ``backups`` and ``pool`` are the
+    state; ``counters`` (``Counters``) the counter ports.
     """
+
+    KIND = "cycle"
 
     def __init__(self, params=None):
         self.params = check(params, EvSelectorParams)
+        self.counters = Counters(COUNTERS, self.params.counter_bits, "saturate")
         self.reset()
 
     def reset(self):
@@ -99,7 +109,7 @@ class EvSelectorModel:
         self.backups = [collections.deque() for _ in range(p.planes)]
         self.pool = [None] * p.probe_slots                         # [ev, plane, ok] or None
         self.cursor = 0
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
 
     def plane_of(self, slot):
         return slot % self.params.planes
@@ -108,9 +118,6 @@ class EvSelectorModel:
         """Usable (GOOD or SKIP) slots, of one plane or of all."""
         return sum(1 for i, (_, s) in enumerate(self.slots)
                    if s in (GOOD, SKIP) and (plane is None or self.plane_of(i) == plane))
-
-    def _count(self, name):
-        self.counters[name] = min(self.counters[name] + 1, (1 << self.params.counter_bits) - 1)
 
     def _select(self):
         n, cleared = self.params.n_ev, None
@@ -132,14 +139,14 @@ class EvSelectorModel:
         if len(self.backups[plane]) < self.params.backup_depth:
             self.backups[plane].append(ev)
         else:
-            self._count("backup_full")
+            self.counters.add("backup_full")
 
     def _vacate(self, slot, state):
         """Refill ``slot`` from its plane's FIFO, or leave it vacant in ``state``."""
         fifo = self.backups[self.plane_of(slot)]
         if fifo:
             self.slots[slot] = [fifo.popleft(), GOOD]
-            self._count("refilled")
+            self.counters.add("refilled")
         else:
             self.slots[slot][1] = state
 
@@ -151,26 +158,26 @@ class EvSelectorModel:
             if not 0 <= e["plane"] < p.planes:
                 raise ValueError(f"event plane = {e['plane']!r}: must be in 0..{p.planes - 1}")
             self._check_ev(e["ev"])
-            self._count("backup")
+            self.counters.add("backup")
             self._return(e["plane"], e["ev"])
-            return False
+            return
         if kind == "probe":
             if not 0 <= e["index"] < p.probe_slots:
                 raise ValueError(f"event index = {e['index']!r}: must be in 0..{p.probe_slots - 1}")
             entry = self.pool[e["index"]]
             if entry is None or entry[0] != e["ev"]:
-                self._count("stale")
+                self.counters.add("stale")
             elif not e["ok"]:
                 entry[2] = 0
-                self._count("probe_fail")
+                self.counters.add("probe_fail")
             elif entry[2] + 1 < p.probe_ok_n:
                 entry[2] += 1
-                self._count("probe_ok")
+                self.counters.add("probe_ok")
             else:
                 self.pool[e["index"]] = None
-                self._count("probe_restored")
+                self.counters.add("probe_restored")
                 self._return(entry[1], entry[0])
-            return False
+            return
         slot = e["slot"]
         if not 0 <= slot < p.n_ev:
             raise ValueError(f"event slot = {slot!r}: must be in 0..{p.n_ev - 1}")
@@ -179,52 +186,82 @@ class EvSelectorModel:
         if kind == "trim":
             if live and state == GOOD and not e["last_hop"]:
                 self.slots[slot][1] = SKIP
-                self._count("trim_skip")
+                self.counters.add("trim_skip")
             elif live:
-                self._count("trim_kept")
+                self.counters.add("trim_kept")
             else:
-                self._count("stale")
-            return True
+                self.counters.add("stale")
+            return
         if not live:
-            self._count("stale")
+            self.counters.add("stale")
         elif kind == "ecn":
             if state == GOOD:
                 self.slots[slot][1] = SKIP
-            self._count("ecn_skip" if state == GOOD else "ecn_held")
+            self.counters.add("ecn_skip" if state == GOOD else "ecn_held")
         elif kind == "loss":
             plane = self.plane_of(slot)
             if not self.backups[plane] and self.usable() - 1 < p.min_active:
-                self._count("demote_suppressed")
+                self.counters.add("demote_suppressed")
             else:
-                self._count("demoted")
+                self.counters.add("demoted")
                 free = next((j for j, x in enumerate(self.pool) if x is None), None)
                 if free is None:
-                    self._count("probe_full")
+                    self.counters.add("probe_full")
                 else:
                     self.pool[free] = [ev, plane, 0]
                 self._vacate(slot, ASSUMED_BAD)
         else:                                                     # deny
-            self._count("denied")
+            self.counters.add("denied")
             self._vacate(slot, DENIED)
-        return False
 
     def _check_ev(self, ev):
         if not isinstance(ev, int) or not 0 <= ev < 1 << self.params.ev_bits:
             raise ValueError(f"event ev = {ev!r}: must be an ev_bits = {self.params.ev_bits} bit value")
 
-    def step(self, want, event=None):
+    def step(self, inputs):
+        request = inputs["i__payload"]
+        outputs = {"i__ready": inputs["o__ready"], "o__valid": inputs["i__valid"]}
+        if request is None:
+            return outputs
+        event, undefined = self.decode(request["event"])
+        if inputs["o__ready"]:
+            answer = self.tick(request["want"], event)
+            if undefined:
+                self.counters.add("stale")
+        else:
+            answer = self._answer(request["want"], event)[0]
+        payload = {"selected": answer["valid"], "stall": answer["stall"], "retransmit": answer["retransmit"]}
+        if answer["valid"]:
+            payload.update(slot=answer["slot"], ev=answer["ev"], plane=answer["plane"])
+        outputs["o__payload"] = payload
+        return outputs
+
+    @staticmethod
+    def decode(field):
+        """(the event of a request's ``event`` field, or None; whether its ``kind`` code is undefined)."""
+        undefined = bool(field["valid"]) and field["kind"] >= len(EVENT_KINDS)
+        return ({**field, "kind": EVENT_KINDS[field["kind"]]} if field["valid"] and not undefined else None,
+                undefined)
+
+    def _answer(self, want, event):
+        """(the answer to ``want`` and ``event`` in the current state, the SKIP slot the scan passed)."""
         chosen, cleared = self._select() if want else (None, None)
-        out = {"valid": chosen is not None, "slot": chosen, "stall": bool(want) and chosen is None,
-               "ev": None if chosen is None else self.slots[chosen][0],
-               "plane": None if chosen is None else self.plane_of(chosen), "retransmit": False}
+        return {"valid": chosen is not None, "slot": chosen, "stall": bool(want) and chosen is None,
+                "ev": None if chosen is None else self.slots[chosen][0],
+                "plane": None if chosen is None else self.plane_of(chosen),
+                "retransmit": event is not None and event["kind"] == "trim"}, cleared
+
+    def tick(self, want, event=None):
+        out, cleared = self._answer(want, event)
+        chosen = out["slot"]
         # The clock edge: the selection's effects, then the event's.
         if want:
-            self._count("selected" if chosen is not None else "no_ev")
+            self.counters.add("selected" if chosen is not None else "no_ev")
         if chosen is not None:
             self.cursor = (chosen + 1) % self.params.n_ev
         if cleared is not None:
             self.slots[cleared][1] = GOOD
-            self._count("skip_cleared")
+            self.counters.add("skip_cleared")
         if event is not None:
-            out["retransmit"] = self._event(event)
+            self._event(event)
         return out

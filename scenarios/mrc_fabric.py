@@ -70,7 +70,7 @@ class ModelEngine:
     def cycle(self, want, event, ev, packet):
         """One cycle: the selection for (want, event); the expansion of ``ev``; the forwarding of
         ``packet`` = (raw, port, data_depth, prio_depth). Answers: (selection, DA or None, verdict)."""
-        sel = self.sel.step(want, event)
+        sel = self.sel.tick(want, event)
         da = self.exp.process(ev) if ev is not None else None
         out = self.fwd.process(*packet) if packet is not None else None
         return sel, da, out
@@ -194,7 +194,7 @@ class Fabric:
         for q, qp in enumerate(self.qps[1:], 1):
             event = self._event(qp) if not (self.fill_plan and self.fill_plan[0][0] != q) else None
             want = bool(now % qp.rate == qp.phase and not self.fill_plan)
-            out_q = qp.selector.step(want, event)
+            out_q = qp.selector.tick(want, event)
             if out_q["valid"]:
                 requests.append(self._send_packet(q, qp, out_q))
         assert len(requests) <= 1, "one packet per cycle enters the expander and the forwarder"

@@ -15,9 +15,10 @@ Oracle: with i.i.d. loss p (no bursts), a round closes without a NACK iff at mos
 are lost, so the fraction of such rounds must fall in the acceptance interval of
 P(Binomial(E, p) <= E - need) (``models.bounded_loss_tracker_oracle``), over a sweep of p.
 
-The closed loops run on the golden model; every cycle (packets, table writes, and the model's
-``i.ready``, ``fwd``, ``close`` and ``nack``) is replayed on the RTL under Verilator and compared,
-so every figure is the RTL's. Output: ``build/scenarios/dblp.csv`` (per round), ``dblp_sweep.csv``
+The closed loops run on the golden model (``step``, the contract's cycle); every cycle's inputs
+(packets, table writes) are then replayed on the RTL under Verilator, where the lockstep compares
+every output with the golden model (deterministic: the closed loop's outputs), so every figure is
+the RTL's. Output: ``build/scenarios/dblp.csv`` (per round), ``dblp_sweep.csv``
 and ``dblp.png``. ``INNET_SCALE=n`` runs n times as many rounds; ``python -m scenarios.test_dblp
 --scale n`` runs the closed loops on the golden model alone (no Verilator) and writes the same files.
 """
@@ -93,16 +94,13 @@ class Channel:
         return self.rng.random() < self.p
 
 
-def simulate(taus, p, burst_every, rounds, seed, model=None):
-    """One closed loop on the golden model; returns (per-round stats, cycles for the RTL replay)."""
-    from hdl.bounded_loss_tracker import cfg_layout, close_layout, fwd_layout, nack_layout
-    from hdl.packet import beat_layout
+def simulate(taus, p, burst_every, rounds, seed):
+    """One closed loop on the golden model; returns (per-round stats, every cycle's inputs: the RTL
+    replay's)."""
     rng = random.Random(seed)
     channel = Channel(p, burst_every, rng)
-    m = model or BoundedLossTrackerModel(PARAMS)
-    m.reset()
-    layouts = {"i": beat_layout(PARAMS.data_bytes), "cfg": cfg_layout(PARAMS.deadline_bits),
-               "fwd": fwd_layout(PARAMS.handle_bits), "close": close_layout(), "nack": nack_layout()}
+    m = BoundedLossTrackerModel(PARAMS)
+    ready = {f"{name}__ready": 1 for name in PORTS}   # outputs always ready
     cfgs = collections.deque({"phase": ph, "tau": taus[ph], "deadline": DEADLINE} for ph in range(PHASES))
     wire_q = collections.deque()                     # (raw, lost, round): one goes on the wire per cycle
     stats, record, outstanding = [], [], set()
@@ -125,30 +123,19 @@ def simulate(taus, p, burst_every, rounds, seed, model=None):
             stats[head[2]]["first"] = cycle
         beat = {"data": int.from_bytes(head[0], "little"), "keep": (1 << len(head[0])) - 1, "first": 1,
                 "last": 1, "meta": {}} if head is not None and not head[1] else None
-        out = m.step(beat, row)
-        inputs = {"i__valid": int(beat is not None), "cfg__valid": int(row is not None)}
-        if beat is not None:
-            inputs["i__payload"] = tb.pack(layouts["i"], beat)
-        if row is not None:
-            inputs["cfg__payload"] = tb.pack(layouts["cfg"], row)
-        expected = {f"{n}__valid": int(getattr(out, n) is not None) for n in PORTS}
-        if beat is not None:
-            expected["i__ready"] = int(out.i_ready)
-        for name in PORTS:
-            event = getattr(out, name)
-            if event is not None:
-                value = dict(event, kind=KINDS.index(event["kind"])) if name == "close" else event
-                expected[f"{name}__payload"] = tb.pack(layouts[name], value)
-        record.append((inputs, expected))
-        if head is not None and (head[1] or out.i_ready):
+        inputs = {"i__valid": int(beat is not None), "i__payload": beat, "cfg__valid": int(row is not None),
+                  "cfg__payload": row, **ready}
+        out = m.step(inputs)
+        record.append(inputs)
+        if head is not None and (head[1] or out["i__ready"]):
             wire_q.popleft()
-        if out.close is not None:                     # outputs always ready: taken this cycle
-            s = stats[out.close["round"]]
-            s.update(kind=out.close["kind"], count=out.close["count"], need=out.close["need"],
-                     latency=cycle - s["first"])
-            outstanding.discard(out.close["round"])
-        if out.nack is not None:
-            n = out.nack
+        if out["close__valid"]:                       # outputs always ready: taken this cycle
+            close = out["close__payload"]
+            s = stats[close["round"]]
+            s.update(kind=KINDS[close["kind"]], count=close["count"], need=close["need"], latency=cycle - s["first"])
+            outstanding.discard(close["round"])
+        if out["nack__valid"]:
+            n = out["nack__payload"]
             stats[n["round"]]["nacks"] += 1
             phase = stats[n["round"]]["phase"]
             resend = [(packet(n["round"], idx, phase, retx=True), channel.retx(), n["round"])
@@ -158,46 +145,50 @@ def simulate(taus, p, burst_every, rounds, seed, model=None):
     return stats, record
 
 
-def runs(seed_value, model=None):
+def runs(seed_value):
     """Every closed loop of the scenario: name -> (stats, record)."""
-    out = {name: simulate(taus, BACKGROUND, BURST_EVERY, ROUNDS, seed_value, model) for name, taus in TAUS.items()}
+    out = {name: simulate(taus, BACKGROUND, BURST_EVERY, ROUNDS, seed_value) for name, taus in TAUS.items()}
     for k, p in enumerate(SWEEP_P):
-        out[f"sweep p={p}"] = simulate((SWEEP_TAU,) * PHASES, p, 0, SWEEP_ROUNDS, seed_value * 1000 + k, model)
+        out[f"sweep p={p}"] = simulate((SWEEP_TAU,) * PHASES, p, 0, SWEEP_ROUNDS, seed_value * 1000 + k)
     return out
+
+
+class Replay(tb.BlockTB):
+    """The tracker and its model in lockstep, the inputs driven from a closed loop's record."""
+
+    name = "bounded_loss_tracker"
+
+    async def play(self, record):
+        """Drive ``record`` (one cycle's inputs after another, flat port names) into the RTL."""
+        layouts, driven = self.lockstep.ports.inputs, {}
+        for inputs in record:
+            for port, value in inputs.items():
+                if port.endswith("__payload"):
+                    if value is None:
+                        continue
+                    value = tb.pack(layouts[port], value)
+                if driven.get(port) != value:
+                    getattr(self.dut, port).value = driven[port] = value
+            await RisingEdge(self.dut.clk)
 
 
 @cocotb.test()
 async def dblp(dut):
-    """Every closed loop, replayed on the RTL cycle by cycle (inputs driven, outputs compared)."""
-    model = BoundedLossTrackerModel(tb.params())
-    tb.start_clock(dut)
-    edge = RisingEdge(dut.clk)
+    """Every closed loop, replayed on the RTL cycle by cycle (its inputs driven; the lockstep compares
+    every output with the model's)."""
+    t = Replay(dut)
     for port in ("i__valid", "cfg__valid"):
         getattr(dut, port).value = 0
-    for name in PORTS:
-        getattr(dut, f"{name}__ready").value = 1
     result, total = {}, 0
-    for name, (stats, record) in runs(tb.seed(), model).items():
-        await tb.reset(dut, 3)
-        handles, driven = {}, {}
-        for cycle, (inputs, expected) in enumerate(record):
-            for port, value in inputs.items():
-                if driven.get(port) != value:
-                    getattr(dut, port).value = driven[port] = value
-            await edge
-            for port, value in expected.items():
-                if port not in handles:
-                    handles[port] = getattr(dut, port)
-                handle = handles[port]
-                actual = int(handle.value)
-                assert actual == value, f"{name}: cycle {cycle}: {port} = {actual:#x}, model {value:#x}"
+    for name, (stats, record) in runs(tb.seed()).items():
+        await t.reset(3)
+        await t.play(record)
         dut.i__valid.value = dut.cfg__valid.value = 0
         total += len(record)
         cocotb.log.info("%s: %d cycles replayed on the RTL, every output as the model", name, len(record))
         result[name] = stats
-    await edge                                        # the last cycle's counts, after its edge
-    counters = {name: int(getattr(dut, name).value) for name in model.counters}
-    assert counters == model.counters, f"counters RTL {counters}, model {model.counters}"
+    await t.edge()                                    # the last cycle's counts, after its edge
+    t.check_counters()
     (tb.run_dir() / "result.json").write_text(json.dumps({"stats": result, "cycles": total}))
 
 

@@ -359,77 +359,6 @@ def _packet_beats(shape, width, items):
     return out
 
 
-def chunk_bitmap(component, params, table):
-    from models.chunk_bitmap import LATENCY, OUTCOMES, ChunkBitmapModel
-    model, shape = ChunkBitmapModel(params), _shapes(component)["o"]
-    fields, due, now = dict(shape), [], [0]
-
-    def mask_of(names):
-        return sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in names)
-    always = mask_of(["outcome", "chunk_done", "msg_done"])
-    parsed = mask_of(["msg", "offset", "gen", "channel"])
-
-    def step(beat, side, cmd):
-        pkt = None
-        if beat is not None and beat["first"]:
-            pkt = beat["data"].to_bytes(params.data_bytes, "little")[:beat["keep"].bit_length()]
-        cyc = model.step(pkt, cmd)
-        r = cyc.result
-        if r is not None:
-            value = _pack(shape, {"outcome": OUTCOMES.index(r.outcome), "msg": r.msg or 0, "offset": r.offset or 0,
-                                  "gen": r.gen or 0, "channel": r.channel or 0,
-                                  "chunk_done": r.chunk_done is not None, "chunk": r.chunk_done or 0,
-                                  "msg_done": r.msg_done})
-            mask = (always | (parsed if r.outcome != "malformed" else 0)
-                    | (mask_of(["chunk"]) if r.chunk_done is not None else 0))
-            due.append((now[0] + LATENCY, value, mask))
-        outs = []
-        while due and due[0][0] == now[0]:
-            outs.append(("o", *due.pop(0)[1:]))
-        now[0] += 1
-        return cyc.pkt_ready, outs, cyc.cmd_ready
-    return _cycles(step, lambda: model.counters, table, TAIL + LATENCY, command=True)
-
-
-def ev_selector(component, params, table):
-    from models.ev_selector import EVENT_KINDS, EvSelectorModel
-    model, shape = EvSelectorModel(params), _shapes(component)["o"]
-    fields = dict(shape)
-    chosen = sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in ("slot", "ev", "plane"))
-    full = _full(shape)
-
-    def step(beat, side):
-        if beat is None:
-            return True, []
-        e = beat["event"]
-        event = None
-        if e.get("valid"):
-            event = {"slot": 0, "ev": 0, "last_hop": 0, "index": 0, "ok": 0, "plane": 0, **e,
-                     "kind": EVENT_KINDS[e["kind"]]}
-            event.pop("valid")
-        out = model.step(bool(beat.get("want")), event)
-        value = _pack(shape, {"selected": out["valid"], "stall": out["stall"], "slot": out["slot"] or 0,
-                              "ev": out["ev"] or 0, "plane": out["plane"] or 0, "retransmit": out["retransmit"]})
-        return True, [("o", value, full if out["valid"] else full & ~chosen)]
-    return _cycles(step, lambda: model.counters, table)
-
-
-def bounded_loss_tracker(component, params, table):
-    from models.bounded_loss_tracker import KINDS, BoundedLossTrackerModel
-    model, shapes = BoundedLossTrackerModel(params), _shapes(component)
-    ports = [name for name, _ in _streams(component)[1]]
-
-    def step(beat, side):
-        ready = {name: not stall for name, stall in zip(ports, side.stall)}
-        out = model.step(beat, None, ready["fwd"], ready["close"], ready["nack"])
-        outs = []
-        for name, event in zip(("fwd", "close", "nack"), out[1:]):
-            if event is not None and ready[name]:
-                if name == "close":
-                    event = {**event, "kind": KINDS.index(event["kind"])}
-                outs.append((name, _pack(shapes[name], event), _full(shapes[name])))
-        return out.i_ready, outs
-    return _cycles(step, lambda: model.counters, table)
 
 
 def _in_order(outputs, counters):
@@ -557,14 +486,12 @@ def usid_forwarder(component, params, table):
 
 
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
-ADAPTERS = {"chunk_bitmap": chunk_bitmap,
-            "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
-            "progress_regfile": progress_regfile, "aggregator": aggregator,
+ADAPTERS = {"ev_expander": ev_expander, "progress_regfile": progress_regfile, "aggregator": aggregator,
             "usid_forwarder": usid_forwarder}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
-STALLS = {"bounded_loss_tracker", "progress_regfile", "aggregator", "usid_forwarder", "ev_expander"}
+STALLS = {"progress_regfile", "aggregator", "usid_forwarder", "ev_expander"}
 
 
 class Side:
@@ -576,10 +503,11 @@ class Side:
 
 def side_table(name, component, params, rng=None):
     """The side memory of a run: ``SIDE`` entries, all zero (outputs always ready) without ``rng``; with
-    it, each output stalls one cycle in four (where the model takes it), every port's ``qdepth``
+    it, each output stalls one cycle in four (where the model takes it; never one of the model's
+    ``IGNORES_READY``, whose beats a stall would lose), every port's ``qdepth``
     walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
     drains in turn), and a ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
-    inputs, ports = _inputs(component), len(_streams(component)[1])
+    inputs, outs = _inputs(component), [port for port, _ in _streams(component)[1]]
     high = next((v for k, v in params.flat().items() if k.rsplit(".", 1)[-1] == "high"), 0)
     walk = {}
 
@@ -592,9 +520,12 @@ def side_table(name, component, params, rng=None):
             return int(rng.randrange(8) == 0)
         return [0] * shape.length if isinstance(shape, data.ArrayLayout) else 0
     import registry
-    stalls = rng is not None and (name in STALLS or hasattr(registry.block(name).model, "KIND"))
+    model = registry.block(name).model
+    stalls = rng is not None and (name in STALLS or hasattr(model, "KIND"))
+    steady = set(getattr(model, "IGNORES_READY", ()))
     return [Side({field: value(field, shape) for field, shape in inputs},
-                 tuple(stalls and rng.randrange(4) == 0 for _ in range(ports))) for _ in range(SIDE)]
+                 tuple(stalls and port not in steady and rng.randrange(4) == 0 for port in outs))
+            for _ in range(SIDE)]
 
 
 def _side_words(component, table):

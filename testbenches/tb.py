@@ -24,7 +24,7 @@ import cocotb
 from amaranth.hdl import Shape
 from amaranth.lib import data
 from cocotb.clock import Clock
-from cocotb.triggers import Event, RisingEdge
+from cocotb.triggers import Event, ReadWrite, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
 from scapy.data import DLT_EN10MB
@@ -38,7 +38,8 @@ from testbenches.lockstep import Lockstep
 
 __all__ = [
     "pack", "unpack", "Frame", "StreamSource", "StreamSink", "PacketSource", "PacketSink", "Scoreboard",
-    "BlockTB", "PortValues", "follow", "start_clock", "reset", "params", "run_dir", "seed", "now", "summary", "write_pcap",
+    "BlockTB", "PortValues", "follow", "start_clock", "reset", "params", "run_dir", "seed", "now", "summary",
+    "write_pcap",
 ]
 
 log = logging.getLogger("cocotb.innet")
@@ -470,9 +471,11 @@ class BlockTB:
     from it, ``model`` the block's golden model (the registry's, or the one given) and ``lockstep`` the
     two side by side (``testbenches/lockstep.py``): from the first cycle after a reset, every cycle of
     the RTL is compared with the model (a cycle model: every port it names; a transaction model: every
-    output transfer). ``sample(values)`` and ``sampled(values)`` are called each cycle before and after
-    the model's step, with the ports' values (``PortValues``): a testbench's functional coverage. While
-    ``resetting`` is true nothing is compared; ``cycle`` counts the compared cycles since the last reset.
+    output transfer). ``sample(values)`` is called each cycle before the model's step, with the ports'
+    values (``PortValues``), and ``sampled(values)`` after it: a testbench's functional coverage and
+    bookkeeping (what a cycle met, what it decided). A testbench that reads the model's state to choose
+    its next stimulus waits with ``edge()``. While ``resetting`` is true nothing is compared; ``cycle``
+    counts the compared cycles since the last reset.
     """
 
     name = None
@@ -525,7 +528,14 @@ class BlockTB:
         """Functional coverage of one cycle, before the model's step (a testbench may override it)."""
 
     def sampled(self, values):
-        """Functional coverage of one cycle, after the model's step (a testbench may override it)."""
+        """The same cycle after the model's step (a testbench may override it): what the model decided
+        in it (its state after the edge, its counters)."""
+
+    async def edge(self):
+        """The next rising edge, once the lockstep has stepped the model on it (the tasks one edge wakes
+        run in the order they began waiting: a testbench's own ``RisingEdge`` may come first)."""
+        await RisingEdge(self.dut.clk)
+        await ReadWrite()
 
     def in_reset(self):
         """True while ``reset`` runs or the DUT's ``rst`` is high."""

@@ -12,18 +12,18 @@ import random
 import cocotb
 from cocotb.triggers import FallingEdge, RisingEdge, Timer
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from hdl.spill_buffer import SpillBuffer
+from hdl.spill_node import SpillNode
+from models.spill_buffer import SpillBufferModel, SpillBufferParams
+from models.spill_node import SpillNodeModel, SpillNodeParams
 
 from hdl.aggregator import Aggregator
 from hdl.axis import AxiStream
 from hdl.bounded_loss_tracker import BoundedLossTracker, cfg_layout, close_layout, fwd_layout, nack_layout
-from hdl.spill_buffer import SpillBuffer
-from hdl.spill_node import SpillNode
 from models import wire
 from models.aggregator import AggregatorModel, AggregatorParams
 from models.bounded_loss_tracker import KINDS, PACKET_COUNTERS, BoundedLossTrackerModel, BoundedLossTrackerParams
 from models.headers import dblp_packet, drain_request, ina_packet, roce_packet, spill_frame
-from models.spill_buffer import SpillBufferModel, SpillBufferParams
-from models.spill_node import SpillNodeModel, SpillNodeParams
 from testbenches import runner, tb
 
 AGG = AggregatorParams(policy="atp", slots=4, workers=3, values=2, data_bytes=64, ps_port=5, mcast_port=255)
@@ -267,7 +267,7 @@ async def bounded_loss_tracker(dut):
             row = (tb.unpack(layouts["cfg"], int(dut.s_cfg_axis_tdata.value))
                    if int(dut.s_cfg_axis_tvalid.value) else None)
             readies = [bool(int(getattr(dut, f"m_{n}_axis_tready").value)) for n in sinks]
-            out = model.step(beat, row, *readies)
+            out = model.tick(beat, row, *readies)
             if beat is not None:
                 assert int(dut.s_axis_tready.value) == out.i_ready, f"cycle {cycle}: s_axis_tready"
             for (name, expected), ready in zip(zip(sinks, out[1:]), readies):
@@ -301,11 +301,11 @@ async def bounded_loss_tracker(dut):
         await RisingEdge(dut.clk)
     closes = {e["kind"] for e in taken["close"]}
     assert closes == {"FULL", "BOUNDED", "ABORT"} and taken["nack"], (closes, len(taken["nack"]))
-    assert len(taken["fwd"]) == model.counters["forwarded"], (len(taken["fwd"]), model.counters)
-    assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters)     # each packet once
-    for name, value in model.counters.items():
+    assert len(taken["fwd"]) == model.counters["forwarded"], (len(taken["fwd"]), model.counters())
+    assert sum(model.counters[k] for k in PACKET_COUNTERS) == sent, (sent, model.counters())   # each packet once
+    for name, value in model.counters().items():
         assert int(getattr(dut, name).value) == value, name
-    tb.summary(counters=dict(model.counters))
+    tb.summary(counters=model.counters())
 
 
 def test_axis_aggregator(record_property):

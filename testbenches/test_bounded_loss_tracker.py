@@ -25,6 +25,7 @@ from models.packet import beats_of
 from testbenches import runner, tb
 
 P = BoundedLossTrackerParams
+PORTS = ("fwd", "close", "nack")
 
 # --- Functional coverage ----------------------------------------------------------------------------
 
@@ -96,7 +97,7 @@ class Bench:
         beat = self.queue[0] if self.queue else None
         readies = self.ready()
         before = [(s.live, s.closed, s.tag(), m.bitmap[k]) for k, s in enumerate(m.slots)]
-        out = m.step(beat, cfg, *readies)
+        out = m.tick(beat, cfg, *readies)
         if beat is not None and out.i_ready:
             self.queue.popleft()
             self.accepted += beat["last"]
@@ -592,7 +593,7 @@ def test_counters_saturate():
     pkt = dblp_packet(round=1, idx=0, cnt=2)
     b.send(pkt, *[pkt] * 5)
     for _ in range(30):
-        b.m.step(b.queue.popleft() if b.queue else None)
+        b.m.tick(b.queue.popleft() if b.queue else None)
     assert b.m.counters["dup"] == 3 and b.m.counters["forwarded"] == 1
 
 
@@ -633,8 +634,8 @@ def test_random_invariants(seed):
         check_close(e, params)
     assert b.idle() and not b.queue
     assert sum(b.m.counters[k] for k in PACKET_COUNTERS) == b.accepted > 0
-    assert set(b.m.counters) == set(COUNTERS)
-    print(b.m.counters)
+    assert set(b.m.counters()) == set(COUNTERS)
+    print(b.m.counters())
 
 
 # --- oracles -----------------------------------------------------------------------------------
@@ -783,9 +784,9 @@ def test_nack_back_pressure_holds_search_and_its_slot():
 # === RTL under Verilator: cocotb tests, compared with the model every cycle ========================
 
 class TB(tb.BlockTB):
-    """Drives packets and phase-table writes into a ``BoundedLossTracker``, plays the three output
-    sinks, and compares every cycle's ``i.ready``, ``fwd``, ``close`` and ``nack`` with the model fed
-    the same inputs. Independently of the model it checks the round rules on the RTL's outputs:
+    """Drives packets and phase-table writes into a ``BoundedLossTracker`` and plays the three output
+    sinks; the lockstep compares every cycle's ``i.ready``, ``cfg.ready``, ``fwd``, ``close`` and
+    ``nack`` with the model. Independently of the model it checks the round rules on the RTL's outputs:
     each (round, idx) forwarded once per round, every close consistent with what was forwarded,
     delivered loss within tau, NACKs only below the bound; ``on_nack`` lets a test retransmit."""
 
@@ -793,27 +794,20 @@ class TB(tb.BlockTB):
 
     def __init__(self, dut, rng, idle=0.0, bp=(0.0, 0.0, 0.0)):
         super().__init__(dut)
-        from hdl.bounded_loss_tracker import cfg_layout, close_layout, fwd_layout, nack_layout
-        from hdl.packet import beat_layout
-        p = self.params
         self.rng = rng
-        self.layouts = {"i": beat_layout(p.data_bytes), "cfg": cfg_layout(p.deadline_bits),
-                        "fwd": fwd_layout(p.handle_bits), "close": close_layout(), "nack": nack_layout()}
-        self.source = tb.PacketSource(dut, "i", self.layouts["i"])
-        self.cfg = tb.StreamSource(dut, "cfg", self.layouts["cfg"])
-        self.sinks = {n: tb.StreamSink(dut, n, self.layouts[n]) for n in ("fwd", "close", "nack")}
+        self.source = self.packet_source("i")
+        self.cfg = self.stream_source("cfg")
+        self.sinks = {n: self.stream_sink(n) for n in PORTS}
         self.source.set_pause_generator(self.pauses(idle))
         self.set_backpressure(*bp)
-        self.model = BoundedLossTrackerModel(p)
         self.on_nack = None
-        self.started = False
         self.cover = blt_coverage()
+        self.before = None
         self.fresh()
-        cocotb.start_soon(self._monitor())
 
     def set_backpressure(self, fwd=0.0, close=0.0, nack=0.0):
         """Each output's ready is low with the given probability in each cycle."""
-        for name, rate in zip(("fwd", "close", "nack"), (fwd, close, nack)):
+        for name, rate in zip(PORTS, (fwd, close, nack)):
             self.sinks[name].set_pause_generator(self.pauses(rate))
 
     def pauses(self, rate):
@@ -821,10 +815,9 @@ class TB(tb.BlockTB):
 
     def fresh(self):
         """Test-side state of a run from reset."""
-        self.cycle = 0                       # cycles since reset = the model's ``now``
         self.accepted = 0                    # packets whose last beat the RTL took
         self.stalls = 0                      # cycles a last beat waited
-        self.fwd, self.closes, self.nacks = [], [], []      # (cycle, event) taken from the RTL
+        self.fwd, self.closes, self.nacks = [], [], []      # (cycle since reset, event) taken from the RTL
         self.instances = {}                  # (job, round) -> idx whose descriptor left, this instance
         self.received = {}                   # (job, round) -> idx taken into its bitmap, this instance
         self.taus = {}                       # (job, round) -> tau of its phase when it opened
@@ -836,59 +829,46 @@ class TB(tb.BlockTB):
 
     async def reset(self, cycles=3):
         await super().reset(cycles)
-        self.started = True
+        self.fresh()
 
-    def sample(self, name, signal):
-        return tb.unpack(self.layouts[name], signal.value.to_unsigned())
+    def sample(self, values):
+        """The cycle's inputs and what they meet (the model before its edge: coverage, tau table)."""
+        beat = tb.unpack(self._layout("i"), values["i__payload"]) if values["i__valid"] else None
+        row = tb.unpack(self._layout("cfg"), values["cfg__payload"]) if values["cfg__valid"] else None
+        readies = [bool(values[f"{n}__ready"]) for n in PORTS]
+        self.before = (self.lockstep.cycles, beat, list(self.model.table), self.pre_sample(beat, row, readies))
 
-    async def _monitor(self):
-        dut, m = self.dut, self.model
-        kinds = dict(enumerate(KINDS))
-        while True:
-            await RisingEdge(dut.clk)
-            if self.in_reset() or not self.started:
-                m.reset()
-                self.fresh()
+    def sampled(self, values):
+        """The cycle's decisions (coverage), the RTL's output transfers against the round rules, and the
+        model's packet decision (what the rules check later transfers against)."""
+        now, beat, tau_now, pre = self.before
+        m = self.model
+        self.post_sample(pre)
+        if beat is not None and beat["last"]:
+            self.accepted += values["i__ready"]
+            self.stalls += not values["i__ready"]
+        for name in PORTS:
+            if not values[f"{name}__valid"]:
                 continue
-            beat = self.sample("i", dut.i__payload) if dut.i__valid.value else None
-            row = self.sample("cfg", dut.cfg__payload) if dut.cfg__valid.value else None
-            readies = [bool(getattr(dut, f"{n}__ready").value) for n in ("fwd", "close", "nack")]
-            tau_now = list(m.table)
-            pre = self.pre_sample(beat, row, readies)
-            out = m.step(beat, row, *readies)
-            self.post_sample(pre, beat, out)
-            where = f"cycle {self.cycle}"
-            if beat is not None:
-                assert bool(dut.i__ready.value) == out.i_ready, \
-                    f"{where}: i.ready {int(dut.i__ready.value)}, model {out.i_ready}"
-                if beat["last"]:
-                    self.accepted += out.i_ready
-                    self.stalls += not out.i_ready
-            for name, expected, ready in zip(("fwd", "close", "nack"), out[1:], readies):
-                valid = bool(getattr(dut, f"{name}__valid").value)
-                assert valid == (expected is not None), f"{where}: {name}.valid {valid}, model {expected}"
-                if not valid:
-                    continue
-                got = self.sample(name, getattr(dut, f"{name}__payload"))
-                if name == "close":
-                    got["kind"] = kinds.get(got["kind"], got["kind"])
-                assert got == expected, f"{where}: {name} {got}, model {expected}"
-                if name == "nack":
-                    if not self.nack_seen:
-                        self._new_nack(got)
-                    self.nack_seen = not ready
-                if ready:
-                    self._taken(name, got)
-            d = m.decision
-            if d is not None:
-                self.decided.append(d)
-                if d["reason"] == "forwarded":
-                    self.fwd_pending.append(len(self.decided) - 1)
-                    if d["opened"]:
-                        self.instances[d["tag"]], self.received[d["tag"]] = set(), set()
-                        self.taus[d["tag"]] = tau_now[m.slots[d["slot"]].phase][0]
-                    self.received[d["tag"]].add(d["idx"])
-            self.cycle += 1
+            got = tb.unpack(self._layout(name), values[f"{name}__payload"])
+            ready = values[f"{name}__ready"]
+            if name == "close":
+                got["kind"] = KINDS[got["kind"]]
+            if name == "nack":
+                if not self.nack_seen:
+                    self._new_nack(got)
+                self.nack_seen = not ready
+            if ready:
+                self._taken(name, got, now)
+        d = m.decision
+        if d is not None:
+            self.decided.append(d)
+            if d["reason"] == "forwarded":
+                self.fwd_pending.append(len(self.decided) - 1)
+                if d["opened"]:
+                    self.instances[d["tag"]], self.received[d["tag"]] = set(), set()
+                    self.taus[d["tag"]] = tau_now[m.slots[d["slot"]].phase][0]
+                self.received[d["tag"]].add(d["idx"])
 
     def pre_sample(self, beat, row, readies):
         """Coverage values from the model's state before this cycle's edge (the scanner's action, a
@@ -928,9 +908,9 @@ class TB(tb.BlockTB):
                                 ("dirty_slot", h is not None and outcome == "wait")):
                 if hit:
                     cover.sample(stall=reason)
-        return target if scanner_close else None, action, dict(m.counters)
+        return target if scanner_close else None, action, m.counters()
 
-    def post_sample(self, pre, beat, out):
+    def post_sample(self, pre):
         """Coverage values of this cycle's decisions (the model after its edge)."""
         m, p, cover = self.model, self.params, self.cover
         scanner_slot, action, counters = pre
@@ -959,15 +939,16 @@ class TB(tb.BlockTB):
             e = {"count": s.count, "need": s.need, "cnt": s.cnt}
             cover.sample(close="packet_full" if closes["full"] else "packet_bounded", count_vs_need=count_vs_need(e))
 
-    def _taken(self, name, e):
-        """An event left the RTL: check it against the round rules (independent of the model)."""
+    def _taken(self, name, e, now):
+        """An event left the RTL in cycle ``now``: check it against the round rules (independent of the
+        model)."""
         tag = (e["job"], e["round"])
         if name == "fwd":
             index = self.fwd_pending.popleft()
             assert e["idx"] not in self.instances[tag], f"({tag}, {e['idx']}) forwarded twice"
             self.instances[tag].add(e["idx"])
             self.emitted.append(tb.Frame(tb.now(), self.source.log[self.log_base + index].data))
-            self.fwd.append((self.cycle, e))
+            self.fwd.append((now, e))
         elif name == "close":
             check_close(e, self.params)
             assert e["count"] == len(self.received[tag]), f"{tag}: close count {e['count']} != forwarded"
@@ -975,9 +956,9 @@ class TB(tb.BlockTB):
                 assert self.received[tag] == set(range(e["cnt"]))
             if e["kind"] == "BOUNDED":
                 assert e["cnt"] - e["count"] <= self.taus[tag] * e["cnt"] >> 8, f"{tag}: loss beyond tau"
-            self.closes.append((self.cycle, e))
+            self.closes.append((now, e))
         else:
-            self.nacks.append((self.cycle, e))
+            self.nacks.append((now, e))
             if self.on_nack is not None:
                 self.on_nack(e)
 
@@ -1007,18 +988,18 @@ class TB(tb.BlockTB):
     async def settle(self, limit=20000):
         """Run until every input was taken and the block is idle (no live round, nothing pending)."""
         for _ in range(limit):
-            await RisingEdge(self.dut.clk)
+            await self.edge()
             if self.idle():
                 break
         for _ in range(3):
-            await RisingEdge(self.dut.clk)
+            await self.edge()
         assert self.idle(), "the block did not settle"
 
     async def until(self, condition, limit=20000):
         for _ in range(limit):
             if condition():
                 return
-            await RisingEdge(self.dut.clk)
+            await self.edge()
         raise AssertionError("condition not reached")
 
     async def slot_free(self, tag):
@@ -1029,11 +1010,11 @@ class TB(tb.BlockTB):
 
     async def run(self, cycles):
         for _ in range(cycles):
-            await RisingEdge(self.dut.clk)
+            await self.edge()
 
     def finish(self, name):
         """Counters equal the model's; every packet counted once; every round opened accounted for."""
-        counters = self.check_counters(self.model.counters)
+        counters = self.check_counters()
         self.conserved("packets", self.accepted, **{k: counters[k] for k in PACKET_COUNTERS})
         live = sum(s.live for s in self.model.slots)
         self.conserved("rounds", counters["opened"], full=counters["full"], bounded=counters["bounded"],

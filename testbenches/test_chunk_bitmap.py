@@ -12,7 +12,6 @@ import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.chunk_bitmap import ChunkBitmap
-from hdl.packet import beat_layout
 from models import wire
 from models.chunk_bitmap import (
     COUNTERS,
@@ -265,7 +264,7 @@ def test_outcomes_in_order():
     assert m.packet(pkt(p, 37, 9, gen=2, channel=0)).outcome == "dup"
     r = m.packet(pkt(p, 37, 8, gen=2, channel=1, user=5))
     assert (r.outcome, r.chunk_done, r.msg_done) == ("placed", 2, False)   # last chunk: packets 8, 9
-    assert m.counters == dict(m.counters, placed=2, malformed=len(bad), no_slot=2, gen_mismatch=1, offset_oob=2,
+    assert m.counters() == dict(m.counters(), placed=2, malformed=len(bad), no_slot=2, gen_mismatch=1, offset_oob=2,
                               dup=1, chunk_done=1, msg_done=0, posts=1)
     conserved(m, len(cases) + 3)
 
@@ -369,17 +368,17 @@ def test_clear_engine_timing():
         m.packet(pkt(p, 2, o))
     assert all(w == (1 << 64) - 1 for w in m.pkt_mem[2])
     other = pkt(p, 9, 0)
-    assert m.step(other, post(2, 300, 50, gen=1)) == (False, True, None)
+    assert m.tick(other, post(2, 300, 50, gen=1)) == (False, True, None)
     words = p.words(300, 50)
     assert words == 6
     for i in range(words):
-        assert m.busy and m.step(other, complete(2)) == (False, False, None)
+        assert m.busy and m.tick(other, complete(2)) == (False, False, None)
         assert m.pkt_mem[2][:i + 1] == [0] * (i + 1) and m.pkt_mem[2][i + 1] == (1 << 64) - 1
     assert not m.busy and m.chunk_mem[2][:words] == [0] * words
-    cycle = m.step(pkt(p, 2, 299, gen=1), None)
+    cycle = m.tick(pkt(p, 2, 299, gen=1), None)
     assert cycle.pkt_ready and cycle.result.outcome == "placed"
-    assert m.step(pkt(p, 2, 0, gen=1), complete(2)) == (False, True, None)
-    assert m.step(pkt(p, 2, 0, gen=1), None).result.outcome == "no_slot"
+    assert m.tick(pkt(p, 2, 0, gen=1), complete(2)) == (False, True, None)
+    assert m.tick(pkt(p, 2, 0, gen=1), None).result.outcome == "no_slot"
     assert LATENCY >= 1
 
 
@@ -390,14 +389,14 @@ def test_line_rate_and_back_to_back_posts():
     cycles = 0
     for msg in range(4):
         cmd = post(msg, 64 * 4, 16)
-        while not m.step(None, cmd).cmd_ready:
+        while not m.tick(None, cmd).cmd_ready:
             cycles += 1
         cycles += 1
     assert cycles == 4 + 3 * p.words(256, 16)          # the last clear still runs
     while m.busy:
-        m.step()
+        m.tick()
     raws = [pkt(p, msg, o) for msg in range(4) for o in range(256)]
-    assert all(m.step(raw).result.outcome == "placed" for raw in raws)
+    assert all(m.tick(raw).result.outcome == "placed" for raw in raws)
     assert m.counters["msg_done"] == 4 and m.counters["chunk_done"] == 64
     conserved(m, len(raws))
 
@@ -407,14 +406,14 @@ def test_reset_mid_traffic():
     m = ChunkBitmapModel(p)
     m.command(post(1, 256, 8))
     for o in range(100):
-        m.step(pkt(p, 1, o))
-    m.step(None, post(1, 256, 8, gen=1))
+        m.tick(pkt(p, 1, o))
+    m.tick(None, post(1, 256, 8, gen=1))
     assert m.busy
     words = [list(w) for w in m.pkt_mem]
     m.reset()
-    assert not m.busy and not any(s.valid for s in m.slots) and m.counters == dict.fromkeys(COUNTERS, 0)
+    assert not m.busy and not any(s.valid for s in m.slots) and m.counters() == dict.fromkeys(COUNTERS, 0)
     assert m.pkt_mem == words                          # SRAM keeps its contents
-    assert m.step(pkt(p, 1, 200, gen=1)).result.outcome == "no_slot"
+    assert m.tick(pkt(p, 1, 200, gen=1)).result.outcome == "no_slot"
     assert m.counters["no_slot"] == 1
     conserved(m, 1)
 
@@ -524,7 +523,7 @@ def test_random_traffic(config):
                 raw, fields = raw[:rng.randrange(wire.SDR_MIN_LENGTH)], None
             pending_pkt = (raw, fields)
         before = snapshot(m)
-        cycle = m.step(pending_pkt and pending_pkt[0], pending_cmd)
+        cycle = m.tick(pending_pkt and pending_pkt[0], pending_cmd)
         assert cycle.cmd_ready == (clear_left == 0)
         assert cycle.pkt_ready == (clear_left == 0 and pending_cmd is None)
         if cycle.result is not None and cycle.result.outcome != "placed":
@@ -700,83 +699,60 @@ def test_sr_mean_time():
 # === RTL (cocotb + Verilator): ChunkBitmap against the model, cycle by cycle =====================
 
 class TB(tb.BlockTB):
-    """Drives packets into ``i`` and commands into ``cmd``; a monitor steps the golden model every cycle
-    with what the RTL was offered (the first beat of a packet carries every byte the model looks at:
-    its headers and, if it is the last beat, its length), compares both readies every cycle and ``o``
-    with the model's result ``LATENCY`` cycles after the packet was accepted."""
+    """Drives packets into ``i`` and commands into ``cmd``; the lockstep compares both readies and ``o``
+    with the golden model every cycle (a packet's result ``LATENCY`` cycles after it was accepted)."""
 
     name = "chunk_bitmap"
 
     def __init__(self, dut, rng, idle=0.0):
         super().__init__(dut)
         self.rng = rng
-        self.layout = beat_layout(self.block.data_bytes)
-        self.source = tb.PacketSource(dut, "i", self.layout)
-        self.cmds = tb.StreamSource(dut, "cmd", self.block.cmd_layout)
+        self.source = self.packet_source("i")
+        self.cmds = self.stream_source("cmd")
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         dut.o__ready.value = 1
         dut.rd_addr.value = 0
-        self.model = ChunkBitmapModel(self.params)
-        self.due = collections.deque()          # (cycle, model Result) expected on o
-        self.cycle = self.accepted = self.results = self.busy_cycles = 0
+        self.accepted = self.results = self.busy_cycles = 0
         self.seen = collections.Counter()
         self.takes = []                         # cycles in which a packet was accepted
-        self.out = []                           # Frames of the accepted packets' results (pcap: inputs)
         self.outputs = []                       # every result seen on o (unpacked), in order
         self.cover = coverage(self.params)
-        cocotb.start_soon(self._monitor())
+        self.before = None
 
-    async def _monitor(self):
-        dut, p = self.dut, self.params
-        beat_layout_, cmd_layout, res_layout = self.layout, self.block.cmd_layout, self.block.result_layout
-        while True:
-            await RisingEdge(dut.clk)
-            self.cycle += 1
-            if dut.rst.value:
-                self.model.reset()
-                self.due.clear()
-                continue
-            pkt = cmd = None
-            if dut.i__valid.value:
-                beat = tb.unpack(beat_layout_, dut.i__payload.value.to_unsigned())
-                if beat["first"]:
-                    pkt = beat["data"].to_bytes(p.data_bytes, "little")[:beat["keep"].bit_length()]
-            if dut.cmd__valid.value:
-                cmd = tb.unpack(cmd_layout, dut.cmd__payload.value.to_unsigned())
-            busy, fields = self.model.busy, self.model.parse(pkt) if pkt is not None else None
-            slot = None
-            if cmd is not None and cmd["op"] in (OP_POST, OP_COMPLETE):
-                slot = dataclasses.replace(self.model.slots[cmd["msg"] % p.msg_slots])
-            pkt_slot = dataclasses.replace(self.model.slots[fields[0] % p.msg_slots]) if fields else None
-            cyc = self.model.step(pkt, cmd)
-            self.sample(busy, pkt, cmd, slot, fields, pkt_slot, cyc)
-            where = f"cycle {self.cycle}"
-            assert bool(dut.cmd__ready.value) == cyc.cmd_ready, f"{where}: cmd.ready {dut.cmd__ready.value}"
-            assert bool(dut.i__ready.value) == cyc.pkt_ready, f"{where}: i.ready {dut.i__ready.value}"
-            self.busy_cycles += not cyc.cmd_ready
-            if cyc.result is not None:
-                self.takes.append(self.cycle)
-                self.due.append((self.cycle + LATENCY, cyc.result))
-                self.accepted += 1
-            if self.due and self.due[0][0] == self.cycle:
-                _, want = self.due.popleft()
-                assert dut.o__valid.value, f"{where}: o.valid low, model expects {want}"
-                got = tb.unpack(res_layout, dut.o__payload.value.to_unsigned())
-                self.outputs.append(got)
-                assert OUTCOMES[got["outcome"]] == want.outcome, f"{where}: o {got}, model {want}"
-                if want.outcome != "malformed":
-                    fields = (got["msg"], got["offset"], got["gen"], got["channel"])
-                    assert fields == (want.msg, want.offset, want.gen, want.channel), f"{where}: o {got}, model {want}"
-                assert (got["chunk"] if got["chunk_done"] else None) == want.chunk_done, f"{where}: o {got}, {want}"
-                assert bool(got["msg_done"]) == want.msg_done, f"{where}: o {got}, model {want}"
-                self.results += 1
-                self.seen[want.outcome] += 1
-                self.seen["chunk_done"] += want.chunk_done is not None
-                self.seen["msg_done"] += want.msg_done
-            else:
-                assert not dut.o__valid.value, f"{where}: o.valid high, the model expects nothing"
+    def sample(self, values):
+        """What the cycle's inputs meet: the packet (its first beat) and command offered, the model's
+        state before the edge."""
+        p, m = self.params, self.model
+        pkt = cmd = None
+        if values["i__valid"]:
+            beat = tb.unpack(self._layout("i"), values["i__payload"])
+            if beat["first"]:
+                pkt = beat["data"].to_bytes(p.data_bytes, "little")[:beat["keep"].bit_length()]
+        if values["cmd__valid"]:
+            cmd = tb.unpack(self._layout("cmd"), values["cmd__payload"])
+        fields = m.parse(pkt) if pkt is not None else None
+        slot = None
+        if cmd is not None and cmd["op"] in (OP_POST, OP_COMPLETE):
+            slot = dataclasses.replace(m.slots[cmd["msg"] % p.msg_slots])
+        pkt_slot = dataclasses.replace(m.slots[fields[0] % p.msg_slots]) if fields else None
+        self.before = (m.busy, pkt, cmd, slot, pkt_slot)
 
-    def sample(self, busy, pkt, cmd, slot, fields, pkt_slot, cyc):
+    def sampled(self, values):
+        """The cycle's coverage and tallies: the packet the model accepted, the result ``o`` showed."""
+        self.cover_cycle(*self.before, self.model.result)
+        self.busy_cycles += not values["cmd__ready"]
+        if self.model.result is not None:
+            self.takes.append(self.cycle)
+            self.accepted += 1
+        if values["o__valid"]:
+            got = tb.unpack(self._layout("o"), values["o__payload"])
+            self.outputs.append(got)
+            self.results += 1
+            self.seen[OUTCOMES[got["outcome"]]] += 1
+            self.seen["chunk_done"] += got["chunk_done"]
+            self.seen["msg_done"] += got["msg_done"]
+
+    def cover_cycle(self, busy, pkt, cmd, slot, pkt_slot, result):
         """Functional coverage of one cycle: the command and packet offered, the state they met (the
         model's before the step) and the model's result."""
         p, cover = self.params, self.cover
@@ -794,7 +770,6 @@ class TB(tb.BlockTB):
             cover.sample(**values)
         elif pkt is not None:
             cover.sample(timing="pkt_alone")
-        result = cyc.result
         if result is None:
             return
         outcome = result.outcome
@@ -827,7 +802,7 @@ class TB(tb.BlockTB):
         await self.source.wait_idle()
         for _ in range(cycles):
             await RisingEdge(self.dut.clk)
-        assert not self.due
+        assert not any(self.model.due)
 
     async def read_memories(self):
         """Both memories through the host read port, as the model's [slot][word] lists."""
@@ -846,7 +821,7 @@ class TB(tb.BlockTB):
     async def finish(self, name, memories=True):
         """Drain; counters equal the model's; conservation; memories equal the model's; pcaps."""
         await self.settle()
-        counters = self.check_counters(self.model.counters)
+        counters = self.check_counters()
         self.conserved("packets", self.accepted, **{o: counters[o] for o in OUTCOMES})
         assert self.results == self.accepted
         if memories:
@@ -1065,17 +1040,17 @@ async def reset_mid_traffic(dut):
         t.send(raw)
     landing = rng.randrange(n // 4, n // 2)
     while t.accepted < landing:
-        await RisingEdge(dut.clk)
+        await t.edge()
     t.command(post(3, n, 2, 1 % p.generations))                # starts a clear ...
     while not t.model.busy:
-        await RisingEdge(dut.clk)
+        await t.edge()
     for _ in range(rng.randrange(p.words(n, 2) - 2)):
         await RisingEdge(dut.clk)
     await t.reset(1)                                            # ... that the reset stops
     await RisingEdge(dut.clk)
     t.accepted = t.results = 0
     assert all(int(getattr(dut, name).value) == 0 for name in COUNTERS), "counters cleared"
-    assert not t.source.queue and t.model.counters == dict.fromkeys(COUNTERS, 0)
+    assert not t.source.queue and t.model.counters() == dict.fromkeys(COUNTERS, 0)
     pkt_mem, chunk_mem = await t.read_memories()                # the half-done clear is kept as it is
     assert (pkt_mem, chunk_mem) == (t.model.pkt_mem, t.model.chunk_mem), "memories after the reset"
     assert any(pkt_mem[3 % p.msg_slots]), "the reset landed before the clear finished"
@@ -1092,7 +1067,7 @@ async def reset_mid_traffic(dut):
         t.send(raw)
     landing = t.accepted + rng.randrange(n // 4, n // 2)
     while t.accepted < landing:
-        await RisingEdge(dut.clk)
+        await t.edge()
     await t.reset(1)
     await RisingEdge(dut.clk)
     t.accepted = t.results = 0

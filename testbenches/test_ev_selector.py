@@ -7,9 +7,9 @@ import random
 
 import cocotb
 import pytest
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly
 
-from hdl.ev_selector import KIND, EvSelector, answer_layout, request_layout
+from hdl.ev_selector import KIND, EvSelector
 from models.ev_selector import (
     ASSUMED_BAD,
     COUNTERS,
@@ -42,7 +42,7 @@ def filled(extra=2, **kw):
     p = m.params
     for k in range(p.n_ev // p.planes + extra):
         for plane in range(p.planes):
-            m.step(False, {"kind": "backup", "plane": plane, "ev": ev_of(plane, k)})
+            m.tick(False, {"kind": "backup", "plane": plane, "ev": ev_of(plane, k)})
     return m
 
 
@@ -67,65 +67,65 @@ def test_backups_fill_vacant_slots_then_the_fifo():
 
 def test_round_robin_selection_one_per_cycle():
     m = filled(n_ev=4, planes=2)
-    picks = [m.step(True) for _ in range(9)]
+    picks = [m.tick(True) for _ in range(9)]
     assert [o["slot"] for o in picks] == [0, 1, 2, 3, 0, 1, 2, 3, 0]
     assert [o["plane"] for o in picks[:4]] == [0, 1, 0, 1]
     assert picks[2]["ev"] == ev_of(0, 1) and picks[0]["valid"] and not picks[0]["stall"]
-    assert m.step(False) == {"valid": False, "slot": None, "stall": False, "ev": None, "plane": None,
+    assert m.tick(False) == {"valid": False, "slot": None, "stall": False, "ev": None, "plane": None,
                              "retransmit": False}
     assert m.cursor == 1
 
 
 def test_skip_is_passed_once_and_becomes_good_unused():
     m = filled(n_ev=4, planes=2)
-    m.step(False, ev_event(m, "ecn", 1))
+    m.tick(False, ev_event(m, "ecn", 1))
     assert states(m) == [GOOD, SKIP, GOOD, GOOD] and m.counters["ecn_skip"] == 1
-    assert m.step(True)["slot"] == 0
-    assert m.step(True)["slot"] == 2              # slot 1 passed: cleared, not used
+    assert m.tick(True)["slot"] == 0
+    assert m.tick(True)["slot"] == 2              # slot 1 passed: cleared, not used
     assert states(m) == [GOOD] * 4 and m.counters["skip_cleared"] == 1
-    assert m.step(True)["slot"] == 3 and m.step(True)["slot"] == 0 and m.step(True)["slot"] == 1
+    assert m.tick(True)["slot"] == 3 and m.tick(True)["slot"] == 0 and m.tick(True)["slot"] == 1
 
 
 def test_at_most_one_skip_cleared_per_selection():
     m = filled(n_ev=4, planes=2)
     for s in (0, 1, 2):
-        m.step(False, ev_event(m, "ecn", s))
-    assert m.step(True)["slot"] == 3
+        m.tick(False, ev_event(m, "ecn", s))
+    assert m.tick(True)["slot"] == 3
     assert states(m) == [GOOD, SKIP, SKIP, GOOD]
-    assert m.step(True)["slot"] == 0
-    assert m.step(True)["slot"] == 3 and states(m) == [GOOD, GOOD, SKIP, GOOD]
+    assert m.tick(True)["slot"] == 0
+    assert m.tick(True)["slot"] == 3 and states(m) == [GOOD, GOOD, SKIP, GOOD]
 
 
 def test_no_good_slot_stalls_and_clears_one_skip():
     m = filled(n_ev=4, planes=2)
     for s in range(4):
-        m.step(False, ev_event(m, "ecn", s))
-    out = m.step(True)
+        m.tick(False, ev_event(m, "ecn", s))
+    out = m.tick(True)
     assert out["stall"] and not out["valid"] and m.counters["no_ev"] == 1
     assert states(m) == [GOOD, SKIP, SKIP, SKIP] and m.cursor == 0
-    assert m.step(True)["slot"] == 0
+    assert m.tick(True)["slot"] == 0
     # No usable slot at all: stall, nothing cleared; want low: no stall.
     e = EvSelectorModel(EvSelectorParams(n_ev=2, planes=1, min_active=0))
-    assert e.step(True)["stall"] and not e.step(False)["stall"]
+    assert e.tick(True)["stall"] and not e.tick(False)["stall"]
     assert e.counters["no_ev"] == 1 and e.counters["selected"] == 0
 
 
 def test_ecn_on_skip_does_not_rearm():
     m = filled(n_ev=4, planes=2)
-    m.step(False, ev_event(m, "ecn", 2))
-    m.step(False, ev_event(m, "ecn", 2))
+    m.tick(False, ev_event(m, "ecn", 2))
+    m.tick(False, ev_event(m, "ecn", 2))
     assert m.slots[2][1] == SKIP and m.counters["ecn_skip"] == 1 and m.counters["ecn_held"] == 1
 
 
 def test_trim_requests_retransmit_and_skips_only_off_the_last_hop():
     m = filled(n_ev=4, planes=2)
-    out = m.step(False, ev_event(m, "trim", 1, last_hop=True))
+    out = m.tick(False, ev_event(m, "trim", 1, last_hop=True))
     assert out["retransmit"] and states(m) == [GOOD] * 4 and m.counters["trim_kept"] == 1
-    out = m.step(False, ev_event(m, "trim", 1, last_hop=False))
+    out = m.tick(False, ev_event(m, "trim", 1, last_hop=False))
     assert out["retransmit"] and m.slots[1][1] == SKIP and m.counters["trim_skip"] == 1
-    out = m.step(False, ev_event(m, "trim", 1, last_hop=False))          # a trim never demotes
+    out = m.tick(False, ev_event(m, "trim", 1, last_hop=False))          # a trim never demotes
     assert out["retransmit"] and m.slots[1][1] == SKIP and m.counters["trim_kept"] == 2
-    out = m.step(False, {"kind": "trim", "slot": 0, "ev": 7, "last_hop": False})
+    out = m.tick(False, {"kind": "trim", "slot": 0, "ev": 7, "last_hop": False})
     assert out["retransmit"] and m.counters["stale"] == 1 and m.slots[0][1] == GOOD
     assert all(e is None for e in m.pool)
 
@@ -133,92 +133,92 @@ def test_trim_requests_retransmit_and_skips_only_off_the_last_hop():
 def test_loss_refills_from_the_same_plane_and_probes_the_old_ev():
     m = filled(n_ev=4, planes=2, extra=1, min_active=4)
     old = ev_in(m, 3)
-    m.step(False, ev_event(m, "loss", 3))
+    m.tick(False, ev_event(m, "loss", 3))
     assert m.slots[3] == [ev_of(1, 2), GOOD] and not m.backups[1] and list(m.backups[0]) == [ev_of(0, 2)]
     assert m.pool[0] == [old, 1, 0]
     assert m.counters["demoted"] == 1 and m.counters["refilled"] == 1
     # Plane 1 has no backup left and the floor is 4: the next loss on plane 1 is suppressed.
-    m.step(False, ev_event(m, "loss", 1))
+    m.tick(False, ev_event(m, "loss", 1))
     assert m.slots[1] == [ev_of(1, 0), GOOD] and m.counters["demote_suppressed"] == 1
     # Plane 0 still has a backup: its loss goes through even at the floor.
-    m.step(False, ev_event(m, "loss", 0))
+    m.tick(False, ev_event(m, "loss", 0))
     assert m.slots[0] == [ev_of(0, 2), GOOD] and m.counters["demoted"] == 2
 
 
 def test_loss_without_backup_leaves_assumed_bad_down_to_the_floor():
     m = filled(n_ev=4, planes=2, extra=0, min_active=2)
-    m.step(False, ev_event(m, "loss", 0))
-    m.step(False, ev_event(m, "loss", 1))
+    m.tick(False, ev_event(m, "loss", 0))
+    m.tick(False, ev_event(m, "loss", 1))
     assert states(m) == [ASSUMED_BAD, ASSUMED_BAD, GOOD, GOOD] and m.usable() == 2
-    m.step(False, ev_event(m, "loss", 2))
+    m.tick(False, ev_event(m, "loss", 2))
     assert m.usable() == 2 and m.counters["demote_suppressed"] == 1
     # A loss on a SKIP slot demotes it too; a loss on a vacant slot is stale.
     m2 = filled(n_ev=4, planes=2, extra=0, min_active=0)
-    m2.step(False, ev_event(m2, "ecn", 2))
-    m2.step(False, ev_event(m2, "loss", 2))
+    m2.tick(False, ev_event(m2, "ecn", 2))
+    m2.tick(False, ev_event(m2, "loss", 2))
     assert m2.slots[2][1] == ASSUMED_BAD
-    m2.step(False, {"kind": "loss", "slot": 2, "ev": ev_of(0, 1)})
+    m2.tick(False, {"kind": "loss", "slot": 2, "ev": ev_of(0, 1)})
     assert m2.counters["stale"] == 1 and m2.counters["demoted"] == 1
 
 
 def test_probes_resurrect_after_probe_ok_n_successes():
     m = filled(n_ev=4, planes=2, extra=0, min_active=0, probe_ok_n=3)
     bad = ev_in(m, 2)
-    m.step(False, ev_event(m, "loss", 2))
+    m.tick(False, ev_event(m, "loss", 2))
     assert m.slots[2][1] == ASSUMED_BAD and m.pool[0] == [bad, 0, 0]
     probe = {"kind": "probe", "index": 0, "ev": bad}
-    m.step(False, {**probe, "ok": True})
-    m.step(False, {**probe, "ok": True})
-    m.step(False, {**probe, "ok": False})                 # a failure starts the count again
+    m.tick(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": False})                 # a failure starts the count again
     assert m.pool[0] == [bad, 0, 0] and m.counters["probe_fail"] == 1
-    m.step(False, {**probe, "ok": True})
-    m.step(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": True})
     assert m.slots[2][1] == ASSUMED_BAD
-    m.step(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": True})
     assert m.pool[0] is None and m.slots[2] == [bad, GOOD]  # back to its plane: the vacant slot
     assert m.counters["probe_ok"] == 4 and m.counters["probe_restored"] == 1
-    m.step(False, {**probe, "ok": True})
+    m.tick(False, {**probe, "ok": True})
     assert m.counters["stale"] == 1
 
 
 def test_restored_ev_joins_the_fifo_when_no_slot_is_vacant():
     m = filled(n_ev=2, planes=1, extra=1, min_active=0, probe_ok_n=1, backup_depth=1)
     bad = ev_in(m, 0)
-    m.step(False, ev_event(m, "loss", 0))                 # refilled from the FIFO
-    m.step(False, {"kind": "backup", "plane": 0, "ev": 99})
-    m.step(False, {"kind": "probe", "index": 0, "ev": bad, "ok": True})
+    m.tick(False, ev_event(m, "loss", 0))                 # refilled from the FIFO
+    m.tick(False, {"kind": "backup", "plane": 0, "ev": 99})
+    m.tick(False, {"kind": "probe", "index": 0, "ev": bad, "ok": True})
     assert list(m.backups[0]) == [99] and m.counters["backup_full"] == 1  # FIFO full: discarded
-    m.step(False, {"kind": "backup", "plane": 0, "ev": 100})
+    m.tick(False, {"kind": "backup", "plane": 0, "ev": 100})
     assert m.counters["backup_full"] == 2
 
 
 def test_probe_pool_full_discards():
     m = filled(n_ev=4, planes=2, extra=2, min_active=0, probe_slots=1)
-    m.step(False, ev_event(m, "loss", 0))
-    m.step(False, ev_event(m, "loss", 1))
+    m.tick(False, ev_event(m, "loss", 0))
+    m.tick(False, ev_event(m, "loss", 1))
     assert m.counters["probe_full"] == 1 and m.counters["demoted"] == 2 and m.pool[0][1] == 0
 
 
 def test_deny_retires_the_ev_and_refills_without_a_floor():
     m = filled(n_ev=4, planes=2, extra=1, min_active=4)
-    m.step(False, ev_event(m, "deny", 0))
+    m.tick(False, ev_event(m, "deny", 0))
     assert m.slots[0] == [ev_of(0, 2), GOOD] and all(e is None for e in m.pool)
-    m.step(False, ev_event(m, "deny", 0))
+    m.tick(False, ev_event(m, "deny", 0))
     assert m.slots[0][1] == DENIED and m.usable() == 3 and m.counters["denied"] == 2
-    m.step(False, ev_event(m, "ecn", 0))
+    m.tick(False, ev_event(m, "ecn", 0))
     assert m.counters["stale"] == 1
-    m.step(False, {"kind": "backup", "plane": 0, "ev": 5})
+    m.tick(False, {"kind": "backup", "plane": 0, "ev": 5})
     assert m.slots[0] == [5, GOOD]
 
 
 def test_selection_then_event_in_one_cycle():
     m = filled(n_ev=4, planes=2, extra=1, min_active=0)
     old = ev_in(m, 0)
-    out = m.step(True, ev_event(m, "loss", 0))            # the packet goes out on the old EV
+    out = m.tick(True, ev_event(m, "loss", 0))            # the packet goes out on the old EV
     assert out["slot"] == 0 and out["ev"] == old and m.slots[0] == [ev_of(0, 2), GOOD]
     # The event sees the selection's SKIP->GOOD: an ECN on the cleared slot sets it SKIP again.
-    m.step(False, ev_event(m, "ecn", 1))
-    out = m.step(True, ev_event(m, "ecn", 1))
+    m.tick(False, ev_event(m, "ecn", 1))
+    out = m.tick(True, ev_event(m, "ecn", 1))
     assert out["slot"] == 2 and m.slots[1][1] == SKIP
     assert m.counters["skip_cleared"] == 1 and m.counters["ecn_skip"] == 2
 
@@ -230,16 +230,16 @@ def test_bad_events_raise():
                          ({"kind": "backup", "plane": 0, "ev": 1 << 32}, "ev_bits"),
                          ({"kind": "probe", "index": 8, "ev": 0, "ok": True}, "index")):
         with pytest.raises(ValueError, match=match):
-            m.step(False, event)
+            m.tick(False, event)
 
 
 def test_counters_saturate_and_reset():
     m = filled(n_ev=2, planes=1, counter_bits=2)
     for _ in range(5):
-        m.step(True)
+        m.tick(True)
     assert m.counters["selected"] == 3 and m.counters["backup"] == 3
     m.reset()
-    assert m.counters == dict.fromkeys(COUNTERS, 0) and states(m) == [DENIED] * 2 and m.cursor == 0
+    assert m.counters() == dict.fromkeys(COUNTERS, 0) and states(m) == [DENIED] * 2 and m.cursor == 0
 
 
 KINDS = ("ecn", "trim", "loss", "probe", "deny", "backup", None)
@@ -280,7 +280,7 @@ def test_random_feedback_keeps_the_formal_properties(rng, kw):
         usable_before = m.usable()
         plane_before = [m.usable(q) for q in range(p.planes)]
         had_backup = [bool(f) for f in m.backups]
-        out = m.step(want, event)
+        out = m.tick(want, event)
         wants += want
         events += event is not None
         injected += event is not None and event["kind"] == "backup"
@@ -363,24 +363,24 @@ def coverage():
 
 
 class TB(tb.BlockTB):
-    """Drives ``i`` one request per cycle and compares ``o`` with ``EvSelectorModel.step`` in the same
-    cycle (a cycle without a transfer does not step the model); slot states compared too."""
+    """Drives ``i`` one request at a time, with idle and back-pressured cycles at random; the lockstep
+    compares ``o`` and ``i.ready`` with ``EvSelectorModel`` every cycle, and ``sample`` the slot states
+    and EVs (registers, not ports) with the model's."""
 
     name = "ev_selector"
 
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
         super().__init__(dut)
-        p = self.params
         self.rng, self.idle, self.backpressure = rng, idle, backpressure
-        self.req, self.ans = request_layout(p), answer_layout(p)
+        self.req, self.ans = self._layout("i"), self._layout("o")
         self.fresh = iter(itertools.count(1 << 20))
         self.cover = coverage()
+        self.before = self.answer = None
         dut.i__valid.value = 0
         dut.o__ready.value = 0
         self.restart()
 
     def restart(self):
-        self.model = EvSelectorModel(self.params)
         self.wants = self.events = self.cycles = self.selections = 0
 
     def encode(self, event):
@@ -389,57 +389,54 @@ class TB(tb.BlockTB):
         return {"valid": 1, "kind": KIND[event["kind"]] if isinstance(event["kind"], str) else event["kind"],
                 **{k: int(v) for k, v in event.items() if k != "kind"}}
 
-    async def step(self, want, event=None, raw_kind=None, check=True):
-        """One cycle: drive, compare (on a transfer) and clock. ``raw_kind``: an undefined kind code,
-        which the RTL counts as ``stale`` (the model raises on it); ``check``: compare the slot states
-        (registered, before this cycle's edge) with the model's."""
+    async def step(self, want, event=None, raw_kind=None):
+        """One request, offered until it transfers; returns the answer ``o`` showed then. ``raw_kind``:
+        an undefined kind code, which the RTL counts as ``stale``."""
         dut = self.dut
+        encoded = self.encode(event) if raw_kind is None else {"valid": 1, "kind": raw_kind}
+        dut.i__payload.value = tb.pack(self.req, {"want": int(want), "event": encoded})
         while True:
             valid = self.rng.random() >= self.idle
             ready = self.rng.random() >= self.backpressure
-            encoded = self.encode(event) if raw_kind is None else {"valid": 1, "kind": raw_kind}
-            dut.i__payload.value = tb.pack(self.req, {"want": int(want), "event": encoded})
             dut.i__valid.value = int(valid)
             dut.o__ready.value = int(ready)
-            await ReadOnly()
-            if check:
-                self.check_state()
-            got = tb.unpack(self.ans, dut.o__payload.value.to_unsigned())
-            assert int(dut.o__valid.value) == valid and int(dut.i__ready.value) == ready
-            await RisingEdge(dut.clk)
+            await self.edge()
             self.cycles += 1
             if valid and ready:
                 break
-        values, before = self.coverage_values(want, event, raw_kind), dict(self.model.counters)
-        if raw_kind is None:
-            out = self.model.step(want, event)
-        else:
-            out = self.model.step(want)
-            self.model._count("stale")
-        done = [k for k, v in self.model.counters.items() if v != before[k]]
-        self.cover.sample(outcome=next((k for k in done if k in EVENT_COUNTERS), None), **values)
-        for effect in (k for k in done if k in EFFECTS):
-            self.cover.sample(effect=effect)
         self.wants += bool(want)
         self.events += event is not None or raw_kind is not None
-        self.selections += out["valid"]
-        exp = (out["valid"], out["slot"], out["ev"], out["plane"], out["stall"], out["retransmit"])
-        rtl = (bool(got["selected"]), got["slot"] if got["selected"] else None,
-               got["ev"] if got["selected"] else None, got["plane"] if got["selected"] else None,
-               bool(got["stall"]), bool(got["retransmit"]))
-        assert rtl == exp, f"cycle {self.cycles}, want {want}, event {event}: RTL {rtl}, model {exp}"
-        return out
+        self.selections += self.answer["selected"]
+        return self.answer
 
-    def coverage_values(self, want, event, raw_kind):
-        """Coverage values of one transfer from the model's state before it: the selection (its
-        ``_select`` is pure) and the state the event meets after the selection's SKIP clearing."""
+    def sample(self, values):
+        """Slot states compared; on a transfer, the coverage values of the state it meets."""
+        self.check_state()
+        if values["i__valid"] and values["o__ready"]:
+            self.before = (self.coverage_values(tb.unpack(self.req, values["i__payload"])), self.model.counters())
+
+    def sampled(self, values):
+        """On a transfer: the outcome and effects it counted; its answer (for ``step``)."""
+        if self.before is None:
+            return
+        (values_before, counters), self.before = self.before, None
+        done = [k for k, v in self.model.counters().items() if v != counters[k]]
+        self.cover.sample(outcome=next((k for k in done if k in EVENT_COUNTERS), None), **values_before)
+        for effect in (k for k in done if k in EFFECTS):
+            self.cover.sample(effect=effect)
+        self.answer = tb.unpack(self.ans, values["o__payload"])
+
+    def coverage_values(self, request):
+        """Coverage values of one transfer of ``request`` from the model's state before it: the selection
+        (its ``_select`` is pure) and the state the event meets after the selection's SKIP clearing."""
         m, p = self.model, self.params
+        want, (event, undefined) = request["want"], m.decode(request["event"])
         chosen, cleared = m._select() if want else (None, None)
         values = {"select": "idle" if not want else "selected" if chosen is not None else "stall",
                   "skip_passed": "cleared" if cleared is not None else "none"}
         if chosen is not None:
             values["cursor"] = "at_cursor" if chosen == m.cursor else "after_cursor" if chosen > m.cursor else "wrapped"
-        if raw_kind is not None:
+        if undefined:
             values["kind"] = "undefined"
         if event is None:
             return values
@@ -485,7 +482,7 @@ class TB(tb.BlockTB):
 
     async def finish(self):
         await ReadOnly()                         # the last cycle's counts are in after its edge
-        c = self.check_counters(self.model.counters)
+        c = self.check_counters()
         top = (1 << self.params.counter_bits) - 1
         if self.wants < top and self.events < top:
             self.conserved("requests", self.wants, selected=c["selected"], no_ev=c["no_ev"])

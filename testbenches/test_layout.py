@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 from amaranth.lib import wiring
 
 from models.contract import kind_of
