@@ -86,12 +86,14 @@ class Decapsulator(wiring.Component):
         self.data_bytes, self.H = data_bytes, SPILL_HEADER_BYTES
         layout = link_layout(data_bytes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+        # State, public for the formal spec: a frame's beat is held, its output has begun, the extra beat is due.
+        self.have, self.emitted, self.flush = Signal(name="have"), Signal(name="emitted"), Signal(name="flush")
 
     def elaborate(self, platform):
         m = Module()
         W, H = self.data_bytes, self.H
         beat, out = self.i.payload, self.o.payload
-        have, emitted, flush = Signal(), Signal(), Signal()
+        have, emitted, flush = self.have, self.emitted, self.flush
         held, flush_keep = Signal(8 * (W - H)), Signal(W - H)
         rest = beat.keep[H]                     # the beat holds more than H bytes
         with m.If(flush):
