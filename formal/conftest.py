@@ -11,5 +11,6 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call":
         item.user_properties += [("innet", {
             "kind": "formal", "name": result.name, "mode": result.mode, "depth": result.depth,
-            "seconds": round(result.seconds, 2), "properties": result.properties}) for result in done]
+            "seconds": round(result.seconds, 2), "properties": result.properties, "engine": result.engine,
+            "params": result.params}) for result in done]
     yield
