@@ -312,6 +312,18 @@ class SpillBuffer(wiring.Component):
         }
         signature.update({name: Out(p.counter_bits) for name in CREDIT_COUNTERS})
         wiring.Component.__init__(self, signature)
+        # The return buffer, public for the formal spec: its memory (``return_slots`` slots of ``slot_beats``
+        # beats), the receive side (inside a frame, that frame accepted, its slot and next beat), the frames
+        # committed and not yet read, and the read side (slot and next beat).
+        B, S = self.slot_beats, self.slots
+        cell = data.StructLayout({"data": 8 * p.data_bytes, "keep": p.data_bytes, "last": 1})
+        self.ret_mem = memory.Memory(shape=cell, depth=S * B, init=[])
+        self.rx_inside, self.wr_ok = Signal(name="rx_inside"), Signal(name="wr_ok")
+        self.wr_slot, self.wr_index = Signal(range(S), name="wr_slot"), Signal(range(B + 1), name="wr_index")
+        self.committed = Signal(range(S + 1))
+        self.rd_slot, self.rd_index = Signal(range(S), name="rd_slot"), Signal(range(B), name="rd_index")
+        self.dec = Decapsulator(p.data_bytes)
+        self.owner = Signal(2, name="owner")   # o's packet in progress: 0 none, 1 a returned, 2 a forwarded one
 
     def _elaborate_disaggregated(self, platform):
         m = Module()
@@ -320,7 +332,7 @@ class SpillBuffer(wiring.Component):
         H = SPILL_HEADER_BYTES
         m.submodules.core = core = self.core
         m.submodules.enc = enc = Encapsulator(W)
-        m.submodules.dec = dec = Decapsulator(W)
+        m.submodules.dec = dec = self.dec
         cell = data.StructLayout({"data": 8 * W, "keep": W, "last": 1})
         entry = data.StructLayout({"verdict": verdict_layout(p.handle_bits, p.flows), "beats": range(p.buffer + 1)})
         m.submodules.beats = beats = SyncFIFO(width=cell.size, depth=p.buffer)
@@ -374,9 +386,9 @@ class SpillBuffer(wiring.Component):
         ]
 
         # --- Return buffer: read side through the decapsulator.
-        m.submodules.ret_mem = mem = memory.Memory(shape=cell, depth=S * B, init=[])
-        committed = Signal(range(S + 1))
-        rd_slot, rd_index = Signal(range(S)), Signal(range(B))
+        m.submodules.ret_mem = mem = self.ret_mem
+        committed = self.committed
+        rd_slot, rd_index = self.rd_slot, self.rd_index
         ret_port, ret_flow, ret_seq = Signal(8), Signal(SEQ_BITS), Signal(SEQ_BITS)
         read = mem.read_port(domain="comb")
         m.d.comb += [read.addr.eq(rd_slot * B + rd_index), dec.i.valid.eq(committed != 0),
@@ -394,7 +406,7 @@ class SpillBuffer(wiring.Component):
                              ret_seq.eq(Cat(octets[SPILL_SEQ_AT + 1], octets[SPILL_SEQ_AT]))]
 
         # --- o: packet-boundary arbitration, returned packets first.
-        owner = Signal(2)                       # 0 free, 1 returned packet, 2 forwarded packet
+        owner = self.owner
         sel_r = (owner == 1) | ((owner == 0) & dec.o.valid)
         sel_f = (owner == 2) | ((owner == 0) & ~dec.o.valid & fwd_valid)
         out = self.o.payload
@@ -447,8 +459,8 @@ class SpillBuffer(wiring.Component):
         rx = self.spill_i.valid
         rbeat = self.spill_i.payload
         m.d.comb += self.spill_i.ready.eq(1)
-        rx_inside, wr_ok = Signal(), Signal()
-        wr_slot, wr_index = Signal(range(S)), Signal(range(B + 1))
+        rx_inside, wr_ok = self.rx_inside, self.wr_ok
+        wr_slot, wr_index = self.wr_slot, self.wr_index
         first = rx & ~rx_inside
         octets = [rbeat.data[8 * k:8 * k + 8] for k in range(H)]
         good = ((Cat(octets[ETHERTYPE_AT + 1], octets[ETHERTYPE_AT]) == ETHERTYPE_SPILL)
@@ -668,12 +680,14 @@ class Decapsulator(wiring.Component):
         self.data_bytes, self.H = data_bytes, SPILL_HEADER_BYTES
         layout = link_layout(data_bytes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
+        # State, public for the formal spec: a frame's beat is held, its output has begun, the extra beat is due.
+        self.have, self.emitted, self.flush = Signal(name="have"), Signal(name="emitted"), Signal(name="flush")
 
     def elaborate(self, platform):
         m = Module()
         W, H = self.data_bytes, self.H
         beat, out = self.i.payload, self.o.payload
-        have, emitted, flush = Signal(), Signal(), Signal()
+        have, emitted, flush = self.have, self.emitted, self.flush
         held, flush_keep = Signal(8 * (W - H)), Signal(W - H)
         rest = beat.keep[H]                     # the beat holds more than H bytes
         with m.If(flush):
