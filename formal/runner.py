@@ -67,7 +67,7 @@ smtbmc {solver}
 
 [script]
 read_rtlil top.il
-prep -flatten -top top
+{sram}prep -flatten -top top
 
 [files]
 top.il
@@ -238,7 +238,9 @@ def _failure(name, mode, depth, work, log, checks):
 def prove(spec, name, depth=20, mode="prove", solver="yices"):
     """Check the Assert/Cover statements of the Elaboratable ``spec``; raise FormalFailure if one fails.
 
-    A ``bmc`` run needs its reason in ``formal/bounded.toml`` (else FormalFailure before it runs)."""
+    A ``bmc`` run needs its reason in ``formal/bounded.toml`` (else FormalFailure before it runs). A spec
+    whose attribute ``sram`` is true starts its memories with arbitrary contents (an SRAM after power-up:
+    the ``init`` Amaranth gives every memory is dropped)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if not isinstance(depth, int) or depth < 1:
@@ -255,7 +257,8 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
 
     fragment = Fragment.get(spec, "formal")
     (work / "top.il").write_text(rtlil.convert(fragment, name="top", platform="formal", ports=[]))
-    (work / "top.sby").write_text(SBY.format(depth=depth, solver=solver))
+    sram = "delete t:$meminit_v2\n" if getattr(spec, "sram", False) else ""
+    (work / "top.sby").write_text(SBY.format(depth=depth, solver=solver, sram=sram))
     command = [_find("yowasp-sby"), "--yosys", yosys, "--smtbmc", smtbmc, "-f", "top.sby", mode]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with open(log, "w") as out:

@@ -66,6 +66,9 @@ def lut(index, values, width):
 
 
 class ChunkBitmapSpec(Elaboratable):
+    #: The packet and chunk memories are SRAM: they start with arbitrary contents (the clear engine of a
+    #: post must wipe them before a packet of the message is judged).
+    sram = True
 
     def __init__(self, cover=False):
         self.cover = cover
