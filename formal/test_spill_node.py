@@ -17,6 +17,7 @@ Every input is free (frames on ``i``, ``o.ready``). Properties, k-inductive toge
 per port) adds round-robin fairness and FIFO data integrity against the spec's shadow of the stored and
 requested frames, one tracked frame and its tracked beat (all k-inductive: unbounded).
 """
+import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
 
@@ -188,6 +189,7 @@ class FifoSpec(CounterSpec):
         done = sent & o.payload.last
         counts = [Signal(range(C + 1), name=f"sh_count{q}") for q in range(P)]
         requests = [Signal(range(C + 1), name=f"sh_request{q}") for q in range(P)]
+        self.started, self.held, self.requests, self.idx = o_started, o_held, requests, o_idx
         port = fr["port"][:1]
         available = Array(counts)[port] - Array(requests)[port]
         granted = Mux(fr["cnt"] < available, fr["cnt"], available)
@@ -206,6 +208,7 @@ class FifoSpec(CounterSpec):
         for offset in reversed(range(P)):
             q = (rr + offset) % P
             pick = Mux(wanted.bit_select(q, 1), q, pick)
+        self.pick = pick
         m.d.comb += [
             Assert(node.rr == rr, "round robin: the node's pointer is the spec's"),
             Assert(o.valid == (o_started | wanted.any()), "o sends exactly while a frame is started or requested"),
@@ -298,6 +301,41 @@ class FifoSpec(CounterSpec):
         return m
 
 
+class DrainResponseSpec(FifoSpec):
+    """A drain request is answered: with ``o`` always ready (the switch takes returns), a port with frames
+    requested sees one of them leave within ``bound`` cycles (the frame being sent, then at most one frame
+    of each other port in round-robin order, then its own: ``ports * beats`` cycles), k-inductive with
+    ``FifoSpec``'s invariants."""
+
+    def __init__(self, params=FIFO_PARAMS):
+        super().__init__(params)
+        if self.node.ports != 2:
+            raise ValueError(f"DrainResponseSpec: ports = {self.node.ports}: its strengthening is for two ports")
+        self.bound = self.node.ports * self.node.beats
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        node = self.node
+        m.d.comb += Assume(node.o.ready)
+        o = node.o
+        port = Mux(self.started, self.held, o.payload.data.word_select(wire.SPILL_PORT_AT, 8))
+        for q, request in enumerate(self.requests):
+            waited = Signal(range(self.bound + 2), name=f"waited{q}")
+            served = o.valid & o.payload.last & (port == q)
+            with m.If(served | (request == 0)):
+                m.d.sync += waited.eq(0)
+            with m.Elif(waited <= self.bound):
+                m.d.sync += waited.eq(waited + 1)
+            m.d.comb += Assert(waited < self.bound, f"port {q}: a drain request is answered within ports x beats")
+            # strengthening (two ports): the waiting time plus the most beats that can go first
+            B = node.beats
+            ahead = Mux(self.started, Mux(self.held == q, B - self.idx, 2 * B - self.idx),
+                        Mux(self.pick == q, B, 2 * B))
+            with m.If(request != 0):
+                m.d.comb += Assert(waited + ahead <= self.bound, f"port {q}: waited plus the beats ahead")
+        return m
+
+
 def test_spill_node_prove():
     prove(Spec(), "spill_node", depth=6, mode="prove")
 
@@ -314,3 +352,10 @@ def test_spill_node_fifo_prove():
 def test_spill_node_fifo_cover():
     """Not vacuous: the tracked frame of port 1, of every beat, leaves."""
     prove(FifoSpec(), "spill_node_fifo_cover", depth=10, mode="cover")
+
+
+@pytest.mark.deep
+def test_spill_node_drain_response():
+    """A drain request is answered within ports x beats cycles while the switch takes returns (unbounded;
+    ~1 min: ``make formal-deep``)."""
+    prove(DrainResponseSpec(), "spill_node_drain_response", depth=3, mode="prove")
