@@ -497,7 +497,9 @@ class SwitchSpec(Elaboratable):
     - drain only when ``qdepth[p] <= low``, at most ``drain_rate`` per aligned window (spec's window);
     - re-injected(p) <= drains(p) (only asked-for packets come back in) and credits: ``credits[p] +
       DATA(p) - re-injected(p) <= capacity`` (never more packets at the node than it holds);
-    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``.
+    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``;
+    - ``o`` marks ``first`` exactly on a packet's first beat (the spec's framing of ``o``: a verdict
+      leaving the FIFO head before its packet's beats do shows as a ``first`` mid-packet).
     """
 
     def __init__(self, params=SWITCH_PARAMS):
@@ -541,6 +543,11 @@ class SwitchSpec(Elaboratable):
         cur_port = Mux(first, byte(so.payload, wire.SPILL_PORT_AT), oport)
         with m.If(so_take):
             m.d.sync += [inside.eq(~so.payload.last), op.eq(cur_op), oport.eq(cur_port)]
+        o_inside = Signal()                             # the spec's framing of o
+        with m.If(o_take):
+            m.d.sync += o_inside.eq(~o.payload.last)
+        with m.If(o.valid):
+            m.d.comb += Assert(o.payload.first == ~o_inside, "o: first exactly on a packet's first beat")
         accepted, forwarded = Signal(n), Signal(n)
         m.d.sync += [accepted.eq(accepted + (dut.i.valid & dut.i.ready & dut.i.payload.last)),
                      forwarded.eq(forwarded + (o_take & o.payload.last & ~o.payload.meta.spilled))]
@@ -615,10 +622,10 @@ class SwitchSpec(Elaboratable):
         return m
 
 
-#: Bounded depth of the default run: 5 cycles reach a spill, its DATA frame (2 beats) and a drain
-#: request (~15 s); a round trip back to ``o`` needs about 10 (many minutes):
-#: ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
-SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 5)
+#: Bounded depth of the default run: 6 cycles reach a spill, its DATA frame (2 beats) and a drain
+#: request, or a 3-beat packet forwarded behind another (~12 s); a round trip back to ``o`` needs about 10
+#: (many minutes): ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
+SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 6)
 
 
 def test_disaggregated_switch_bmc():
