@@ -21,7 +21,7 @@ N      ?=
 MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint new-block formal scenarios regress regress-merge mutants coverage verilog report bench waves clean
+.PHONY: all setup sim test lint new-block formal formal-deep scenarios regress regress-merge mutants coverage verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -43,8 +43,14 @@ test: lint
 lint: setup
 	$(VENV)/bin/ruff check .
 
+## Formal proofs (SymbiYosys): the summary table (block, task, kind, mode, engine, depth, time, parameters,
+## why a bmc run is bounded) -> build/formal/summary.csv; `python -m formal.summary --markdown` for the docs.
 formal: setup
 	$(PY) -m pytest -q -n $(JOBS) formal $(PYTEST_ARGS)
+
+## The deep formal proofs (minutes each: @pytest.mark.deep, e.g. the spill node's drain-request response) alone
+formal-deep: setup
+	INNET_FORMAL_DEEP=1 $(PY) -m pytest -q -n $(JOBS) formal $(PYTEST_ARGS)
 
 ## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
 scenarios: setup

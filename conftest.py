@@ -10,6 +10,7 @@ import pytest
 from _pytest.nodeid import coerce_node_id
 
 from formal import runner as formal_runner
+from formal import summary as formal_summary
 from testbenches import runner
 
 ROOT = Path(__file__).resolve().parent
@@ -131,13 +132,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         write(f"scenario {r['name']} (seed {r.get('seed', '-')}): {r['headline']}")
         if r.get("files"):
             write(f"    files: {', '.join(_short(f) for f in r['files'])}")
-    for _, outcome, r in (item for item in found if item[2].get("kind") == "formal"):
-        properties = r.get("properties", [])
-        write(f"formal {r['name']}: {r.get('mode', '-')} depth {r.get('depth', '-')}, "
-              f"{float(r.get('seconds', 0)):.1f} s, {len(properties)} properties ({outcome})")
-        if not sims:                            # `make formal`: every property; `make test`: counts
-            for message in properties:
-                write(f"    {message}")
+    formal = [item for item in found if item[2].get("kind") == "formal"]
+    if formal:                                  # `make formal`: the table and every property; `make test`: the table
+        formal_summary.report(write, formal, properties=not sims)
     seed = getattr(config, "innet_seed", None)
     if seed is None or not (sims or terminalreporter.stats.get("failed")):
         return

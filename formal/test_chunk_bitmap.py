@@ -30,15 +30,16 @@ Bounded, not unbounded: ``prove`` (k-induction, tried at depth 4) fails in the i
 "outcome as the shadow's" from an unreachable state (``ts`` valid but not ``posted``, a stale bit in a
 packet word of ts that the trace never reads). Strengthening the spec's own state is easy (valid ->
 posted; ``cdone``/``mdone``/``seen`` functions of ``got``; the prediction line equal to the design's
-stage registers), but the step also needs "every word of ts's message in both memories equals the
-shadow's", and the spec sees the memories only through the one host read port, one word (``tw``) per
-trace: Amaranth 0.5 gives no access to a ``Memory``'s contents outside simulation, so that invariant
-needs formal-only read ports in the design. What bmc depth 6 (steps 0..5) covers from reset (formal
-parameters: 2 slots, W = 8, 2 words per slot, chunks <= 4): every input sequence, with the results of
-packets accepted in steps 0..3 checked LATENCY = 2 cycles later; after a post in step 0 its clear
-takes steps 1..words (1 or 2), so 1-2 packets of the new message are checked, each on any word, any
-offset (oob included) and any earlier state of the other slot. The cover (depth 7) reaches a whole
-2-chunk message; bmc depth 9 (``INNET_SDR_DEPTH=9``, ~2 min) checks 4-5 packets after a post.
+stage registers), but the step also needs
+"every word of ts's message in both memories equals the shadow's": the memories are created in the design's
+``elaborate``, so the spec cannot add read ports to them (formal/bounded.toml says what would close it).
+The memories are SRAM: the proof starts them with arbitrary contents (``sram``), so the clear engine of a
+post must wipe every word of the message before a packet is judged on it. What bmc depth 6 (steps
+0..5) covers from reset (formal parameters: 2 slots, W = 8, 2 words per slot, chunks <= 4): every input
+sequence, with the results of packets accepted in steps 0..3 checked LATENCY = 2 cycles later; after a post
+in step 0 its clear takes steps 1..words (1 or 2), so 1-2 packets of the new message are checked, each on
+any word, any offset (oob included) and any earlier state of the other slot. The cover (depth 7) reaches a
+whole 2-chunk message; bmc depth 9 (``INNET_SDR_DEPTH=9``, ~2 min) checks 4-5 packets after a post.
 """
 import os
 
@@ -66,6 +67,9 @@ def lut(index, values, width):
 
 
 class ChunkBitmapSpec(Elaboratable):
+    #: The packet and chunk memories are SRAM: they start with arbitrary contents (the clear engine of a
+    #: post must wipe them before a packet of the message is judged).
+    sram = True
 
     def __init__(self, cover=False):
         self.cover = cover

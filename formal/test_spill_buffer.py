@@ -503,7 +503,9 @@ class SwitchSpec(Elaboratable):
     - drain only when ``qdepth[p] <= low``, at most ``drain_rate`` per aligned window (spec's window);
     - re-injected(p) <= drains(p) (only asked-for packets come back in) and credits: ``credits[p] +
       DATA(p) - re-injected(p) <= capacity`` (never more packets at the node than it holds);
-    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``.
+    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``;
+    - ``o`` marks ``first`` exactly on a packet's first beat (the spec's framing of ``o``: a verdict
+      leaving the FIFO head before its packet's beats do shows as a ``first`` mid-packet).
     """
 
     def __init__(self, params=SWITCH_PARAMS):
@@ -547,6 +549,11 @@ class SwitchSpec(Elaboratable):
         cur_port = Mux(first, byte(so.payload, wire.SPILL_PORT_AT), oport)
         with m.If(so_take):
             m.d.sync += [inside.eq(~so.payload.last), op.eq(cur_op), oport.eq(cur_port)]
+        o_inside = Signal()                             # the spec's framing of o
+        with m.If(o_take):
+            m.d.sync += o_inside.eq(~o.payload.last)
+        with m.If(o.valid):
+            m.d.comb += Assert(o.payload.first == ~o_inside, "o: first exactly on a packet's first beat")
         accepted, forwarded = Signal(n), Signal(n)
         m.d.sync += [accepted.eq(accepted + (dut.i.valid & dut.i.ready & dut.i.payload.last)),
                      forwarded.eq(forwarded + (o_take & o.payload.last & ~o.payload.meta.spilled))]
@@ -621,10 +628,10 @@ class SwitchSpec(Elaboratable):
         return m
 
 
-#: Bounded depth of the default run: 5 cycles reach a spill, its DATA frame (2 beats) and a drain
-#: request (~15 s); a round trip back to ``o`` needs about 10 (many minutes):
-#: ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
-SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 5)
+#: Bounded depth of the default run: 6 cycles reach a spill, its DATA frame (2 beats) and a drain
+#: request, or a 3-beat packet forwarded behind another (~12 s); a round trip back to ``o`` needs about 10
+#: (many minutes): ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
+SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 6)
 
 
 def test_disaggregated_switch_bmc():
@@ -1006,3 +1013,183 @@ class HandleSpec(Elaboratable):
 def test_inswitch_handles_bmc():
     """Handles are distinct arrival numbers (bounded: depth 6 < 2**handle_bits packets)."""
     prove(HandleSpec(), "spill_buffer_handles", depth=6, mode="bmc")
+
+
+# --- Disaggregated mode, the return buffer byte for byte (SpillSwitch) ------------------------------------
+
+#: Two return slots (the slots cycle), of two 42-byte beats each; one port's worth of the switch side.
+RETURN_PARAMS = SWITCH_PARAMS.replace(return_slots=2)
+
+
+class ReturnSpec(Elaboratable):
+    """The switch side's return path, unbounded: every input free (packets on ``i`` of the few frames
+    ``SwitchSpec`` uses, free beats on ``spill_i``, queue depths, ``o.ready``, ``spill_o.ready``). The spec
+    frames ``spill_i`` itself (a frame starts after a last beat; ``spill_i.ready`` is 1) and judges each
+    frame's first beat (SPEC: a RETURN is EtherType 0x88B5, op RETURN, and carries a packet: more than its
+    22-byte header); it counts the frames accepted (the credit core's ``ret_ok``, proved against the
+    requests in ``CreditSpec``), their beats and the re-injected packets leaving ``o``. Properties:
+
+    - the first beat's judgement and origin port reach the credit core as the spec's (``ret_bad``,
+      ``ret_port``);
+    - the return buffer never holds more than ``return_slots`` frames (accepted, not yet re-injected:
+      ``reserved`` = requests outstanding + those; ``reserved <= return_slots``);
+    - byte for byte: one tracked accepted frame (chosen freely) and its tracked beat ``tj`` are read back
+      into the decapsulator in acceptance order (the spec's own write and read slots), beat ``tj`` with its
+      byte ``lane`` (any: ``AnyConst``, so every lane is checked) and keep as they came, ``last`` on the
+      frame's last beat (the slot's last beat for a longer frame), ``first`` on beat 0.
+
+    Strengthening: the receive and read pointers, the frames committed and the decapsulator's state
+    against the spec's counts, and the memory cells of the tracked frame (read through extra ports)."""
+
+    def __init__(self, params=RETURN_PARAMS):
+        self.dut = SpillSwitch(params)
+        self.cells = [self.dut.ret_mem.read_port(domain="comb") for _ in range(self.dut.slot_beats)]
+        self.slot_cells = [[self.dut.ret_mem.read_port(domain="comb") for _ in range(self.dut.slot_beats)]
+                           for _ in range(self.dut.slots)]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = dut = self.dut
+        p = dut.params
+        P, S, B, W, H = p.ports, dut.slots, dut.slot_beats, p.data_bytes, wire.SPILL_HEADER_BYTES
+        core, dec = dut.core, dut.dec
+        for port in (dut.i, dut.spill_i):
+            m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.eq(AnySeq(port.payload.shape().size))]
+        frames = [int.from_bytes(bytes(Ether() / IP(src="10.0.0.1") / UDP(sport=sport))[:W].ljust(W, b"\0"), "little")
+                  for sport in (1, 2)]
+        pick = AnySeq(1)
+        m.d.comb += dut.i.payload.data.eq(Array(Const(f, 8 * W) for f in frames)[pick])
+        m.d.comb += [Assume(dut.i.payload.meta.port < P), dut.qdepth.eq(AnySeq(dut.qdepth.shape().size)),
+                     dut.o.ready.eq(AnySeq(1)), dut.spill_o.ready.eq(AnySeq(1))]
+
+        # --- the spec's framing and judgement of spill_i ---
+        ri = dut.spill_i
+        beat = ri.payload
+        inside, index = Signal(), Signal(range(B + 1))      # beats of the frame so far (saturating at B)
+        first = ri.valid & ~inside
+        octet = lambda at: beat.data.word_select(at, 8)      # noqa: E731
+        good = ((Cat(octet(wire.ETHERTYPE_AT + 1), octet(wire.ETHERTYPE_AT)) == wire.ETHERTYPE_SPILL)
+                & (octet(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & ~(beat.last & ~beat.keep[H]))
+        with m.If(ri.valid):
+            m.d.sync += [inside.eq(~beat.last), index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))]
+        m.d.comb += [Assert(dut.rx_inside == inside, "return link: inside a frame as the spec frames it"),
+                     Assert(dut.wr_index == index, "return link: the frame's beat count as the spec's"),
+                     Assert((inside == (index != 0)) & (index <= B),
+                            "spec framing: beats counted exactly within a frame")]
+        with m.If(first):
+            m.d.comb += Assert((core.ret_bad == ~good) & (core.ret_port == octet(wire.SPILL_PORT_AT)),
+                               "return link: a frame's first beat judged as the SPEC says (a RETURN with a packet)")
+        accepted = Signal()                 # the frame arriving was accepted at its first beat
+        take = first & core.ret_ok
+        with m.If(first):
+            m.d.sync += accepted.eq(core.ret_ok)
+        ok = Mux(first, core.ret_ok, accepted)
+        m.d.comb += Assert(~inside | (dut.wr_ok == accepted),
+                           "return link: the frame arriving accepted as the spec saw")
+        commit = ri.valid & ok & beat.last
+
+        # --- frames held: accepted and not yet re-injected; slots written and read ---
+        o = dut.o
+        reinjected = o.valid & o.ready & o.payload.last & o.payload.meta.spilled
+        held = Signal(range(S + 2))
+        m.d.sync += held.eq(held + take - reinjected)
+        wr, rd, stored = Signal(range(S)), Signal(range(S)), Signal(range(S + 1))
+        feed = dec.i.valid & dec.i.ready
+        read_last = feed & dec.i.payload.last
+        with m.If(commit):
+            m.d.sync += wr.eq(Mux(wr == S - 1, 0, wr + 1))
+        with m.If(read_last):
+            m.d.sync += rd.eq(Mux(rd == S - 1, 0, rd + 1))
+        m.d.sync += stored.eq(stored + commit - read_last)
+        arriving = inside & accepted
+        m.d.comb += [
+            Assert(core.reserved == sum(core.asked) + held, "return slots reserved: requests outstanding + held"),
+            Assert(core.reserved <= S, "return slots reserved within return_slots"),
+            Assert(held == arriving + stored + dec.flush, "held: arriving, stored, or the decapsulator's last beat"),
+            Assert((dut.wr_slot == wr) & (dut.rd_slot == rd) & (dut.committed == stored),
+                   "return buffer: write and read slots and frames stored as the spec's"),
+            Assert(wr == Mux(rd + stored >= S, rd + stored - S, rd + stored), "return buffer: write = read + stored"),
+            Assert((wr < S) & (rd < S) & (dut.rd_index < B), "return buffer: pointers in range"),
+            Assert(dec.have == (dut.rd_index != 0), "decapsulator: holds a beat exactly within a frame"),
+            Assert((dut.rd_index == 0) | (stored != 0), "return buffer: a frame read from is stored"),
+            Assert(~dec.flush | ~dec.have, "decapsulator: the extra beat after the frame's input"),
+            Assert(((dut.owner == 1) == dec.emitted) & (dut.owner != 3), "o: a returned packet in progress is the "
+                                                                          "decapsulator's frame begun"),
+            Assert(~dec.emitted | dec.have | dec.flush, "decapsulator: a frame begun is held or ending"),
+        ]
+
+        # every stored frame ends within its slot; the one being read has not ended before its read index
+        for k, cells in enumerate(self.slot_cells):
+            m.d.comb += [cell.addr.eq(k * B + b) for b, cell in enumerate(cells)]
+            live = Mux(k >= rd, k - rd, k + S - rd) < stored
+            m.d.comb += [Assert(~live | Cat(*(cell.data.last for cell in cells)).any(),
+                                f"return slot {k}: a stored frame ends within its slot"),
+                         Assert(~live | ~cells[0].data.last | cells[0].data.keep[H],
+                                f"return slot {k}: a stored one-beat frame carries a packet")]
+            with m.If(live & (rd == k)):
+                m.d.comb += [Assert(~((b < dut.rd_index) & cell.data.last), f"return slot {k}: read past its end")
+                             for b, cell in enumerate(cells)]
+            with m.If(arriving & (wr == k)):
+                m.d.comb += [Assert(~(b < index) | (cell.data.last == (b == B - 1)),
+                                    f"return slot {k}: an arriving frame's beats, last only on the slot's last")
+                             for b, cell in enumerate(cells)]
+
+        # --- the tracked frame: its beat tj, byte lane `lane` (and every keep bit) ---
+        tj, lane = Signal(range(B)), Signal(range(W))
+        m.d.comb += [tj.eq(AnyConst(range(B))), Assume(tj < B), lane.eq(AnyConst(range(W))), Assume(lane < W)]
+
+        def byte(value):
+            return value.word_select(lane, 8)
+        state = Signal(2)                   # 0 none, 1 arriving, 2 stored (read from beat `pos` on)
+        slot, length = Signal(range(S)), Signal(range(B + 1))
+        t_data, t_keep, t_last = Signal(8), Signal(W), Signal()
+        starts = take & AnySeq(1) & (state == 0)
+        with m.If((starts | (state == 1)) & ri.valid):
+            with m.If(index == tj):
+                m.d.sync += [t_data.eq(byte(beat.data)), t_keep.eq(beat.keep), t_last.eq(beat.last | (index == B - 1))]
+            m.d.sync += state.eq(1)
+            with m.If(starts):
+                m.d.sync += slot.eq(wr)
+            with m.If(beat.last):
+                m.d.sync += [state.eq(2), length.eq(Mux(index >= B, B, index + 1))]
+        ours = (state == 2) & (rd == slot) & dec.i.valid
+        with m.If(ours):
+            m.d.comb += [Assert(dec.i.payload.last == (dut.rd_index == length - 1),
+                                "the tracked frame is read back with its beats, last on its last (or the slot's)"),
+                         Assert(dec.i.payload.first == (dut.rd_index == 0), "first on a frame's first beat read")]
+            with m.If((dut.rd_index == tj) & (tj < length)):
+                m.d.comb += Assert((byte(dec.i.payload.data) == t_data) & (dec.i.payload.keep == t_keep)
+                                   & (dec.i.payload.last == t_last),
+                                   "the tracked beat is read back as it came in, byte for byte")
+        with m.If(ours & feed & dec.i.payload.last):
+            m.d.sync += state.eq(0)
+        # strengthening: the tracked frame's place, and its cells
+        m.d.comb += Assert(state != 3, "tracked frame: a state of three")
+        stored_ahead = Mux(slot >= rd, slot - rd, slot + S - rd)
+        with m.If(state == 1):
+            m.d.comb += Assert(arriving & (slot == wr), "tracked frame arriving: into the write slot")
+        with m.If(state == 2):
+            m.d.comb += [Assert(stored_ahead < stored, "tracked frame stored: behind the frames read before it"),
+                         Assert((length >= 1) & (length <= B), "tracked frame: 1..slot beats"),
+                         Assert(~(dec.have & (rd == slot)) | (dut.rd_index < length), "tracked frame: read within")]
+        for k, cell in enumerate(self.cells):
+            m.d.comb += cell.addr.eq(slot * B + k)
+            written = Mux(state == 1, k < index, k < length)
+            with m.If((state != 0) & written):
+                m.d.comb += Assert(cell.data.last == Mux(state == 1, k == B - 1, k == length - 1),
+                                   f"tracked frame: beat {k} stored with its last flag (the slot's last beat too)")
+                with m.If(tj == k):
+                    m.d.comb += Assert((byte(cell.data.data) == t_data) & (cell.data.keep == t_keep)
+                                       & (cell.data.last == t_last), f"tracked frame: beat {k} stored as it came")
+        m.d.comb += Cover(ours & feed & dec.i.payload.last & (length == B))
+        return m
+
+
+def test_return_buffer_prove():
+    """The return buffer byte for byte, the RETURN judgement and the return slots (unbounded)."""
+    prove(ReturnSpec(), "spill_return_buffer", depth=2, mode="prove")
+
+
+def test_return_buffer_cover():
+    """Not vacuous: a tracked two-beat frame read back (a packet spilled, asked for, returned)."""
+    prove(ReturnSpec(), "spill_return_buffer_cover", depth=11, mode="cover")
