@@ -348,17 +348,6 @@ def _packets(beats, width):
             partial = bytearray()
 
 
-def _packet_beats(shape, width, items):
-    """Expected ``(NO_CYCLE, value, mask)`` beats of ``(raw, meta)`` packets (data past ``keep`` masked)."""
-    from models.packet import beats_of
-    out = []
-    for raw, meta in items:
-        for beat in beats_of(raw, meta, width):
-            value = _pack(shape, beat)
-            out.append((NO_CYCLE, value, _keep_mask(shape, value)))
-    return out
-
-
 class _Loop:
     """The spill links of a ``LinkLoop`` in a model: delay lines of the component's latency and the
     spill node's model, stepped once a cycle as the hardware is (testbenches/spillway_top.py)."""
@@ -567,110 +556,14 @@ def ev_expander(component, params, table):
     return _in_order(outputs, lambda: model.counters)
 
 
-def progress_regfile(component, params, table):
-    """Cycle-accurate (its ageing reads the cycle a packet goes in): the output register (latency 1,
-    ``i.ready = cfg.ready = ~o.valid | o.ready``, a command first), the model given each command and
-    packet with the cycle the RTL takes it, counted from the run's start (the block's timer: it is
-    frozen between batches, as the block)."""
-    from models.packet import beats_of
-    from models.progress_regfile import ProgressRegfileModel
-    model, shape = ProgressRegfileModel(params), _shapes(component)["o"]
-    state = {"now": 0, "o": None, "out": [], "packets": {}}
-
-    def step(beat, side, cmd):
-        now, o_ready = state["now"], not side.stall[0]
-        state["now"] += 1
-        outs = []
-        if state["o"] is not None and o_ready:
-            outs.append(("o", state["o"], _keep_mask(shape, state["o"])))
-        load = state["o"] is None or o_ready
-        if not load:
-            return False, outs, False
-        state["o"] = None
-        if cmd is not None:
-            model.config(cmd, now)
-        elif beat is not None:
-            if beat["first"]:
-                raw, meta = state["packets"][id(beat)]
-                state["out"] = [_pack(shape, b) for b in beats_of(model.packet(raw, now), meta, params.data_bytes)]
-                state["out"].reverse()
-            state["o"] = state["out"].pop()
-        return True, outs, True
-    cycles = _cycles(step, lambda: model.counters, table, command=True)
-
-    def run(items, final):
-        beats, start = _split(items)[0], 0
-        state["packets"] = {}
-        for n, beat in enumerate(beats):         # each packet's bytes, found by its first beat
-            if beat["last"]:
-                raw, meta = next(_packets(beats[start:n + 1], params.data_bytes))
-                state["packets"][id(beats[start])] = (raw, meta)
-                start = n + 1
-        return cycles(items, final)
-    return run
-
-
-def aggregator(component, params, table):
-    from models.aggregator import AggregatorModel
-    model, shape = AggregatorModel(params), _shapes(component)["o"]
-    return _in_order(lambda beats: {"o": _packet_beats(shape, component.data_bytes, [
-        item for raw, meta in _packets(beats, component.data_bytes) for item in model.process(raw, meta)])},
-        lambda: model.counters)
-
-
-def usid_forwarder(component, params, table):
-    """Descriptors in (the payload past ``HDR_BYTES`` is not in them: zeros), results out; for a packet
-    that leaves, the bytes of ``hdr`` the deparser sends and the length are compared."""
-    from hdl.usid_forwarder import HDR_BYTES
-    from models import wire
-    from models.usid_forwarder import VERDICTS, UsidForwarderModel
-    model, shape = UsidForwarderModel(params), _shapes(component)["o"]
-    fields = dict(shape)
-
-    def bits(name):
-        return _ones(_width(fields[name].shape)) << fields[name].offset
-
-    table_keys = {}                          # cfg index -> the key it holds (the model's table is by key)
-
-    def route(cmd):
-        old = table_keys.pop(cmd["index"], None)
-        if old is not None:
-            del model.routes[old]
-        if cmd["valid"]:
-            table_keys[cmd["index"]] = cmd["key"]
-            model.add_route(cmd["key"], cmd["port"], cmd["decap"])
-
-    def outputs(items):
-        out = []
-        for d in items:
-            if "cmd" in d:
-                route(d["cmd"])
-                continue
-            raw = d["hdr"].to_bytes(HDR_BYTES, "little")[:min(d["length"], HDR_BYTES)]
-            raw += bytes(d["length"] - len(raw))
-            r = model.process(raw, d["port"], d["data_depth"], d["prio_depth"])
-            mask = bits("verdict") | bits("decap") | bits("marked")
-            value = {"verdict": VERDICTS.index(r["verdict"]), "decap": r["decap"], "marked": r["marked"]}
-            if r["packet"] is not None:
-                sent = min(min(len(raw), HDR_BYTES) - wire.IPV6_BYTES * r["decap"], len(r["packet"]))
-                value.update(port=r["port"], prio=r["queue"] == "prio", length=len(r["packet"]),
-                             hdr=int.from_bytes(r["packet"][:sent], "little"))
-                mask |= bits("port") | bits("prio") | bits("length") | (_ones(8 * sent) << fields["hdr"].offset)
-            out.append((NO_CYCLE, _pack(shape, value), mask))
-        return {"o": out}
-    return _in_order(outputs, lambda: model.counters)
-
-
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
 ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
             "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
-            "progress_regfile": progress_regfile, "aggregator": aggregator,
-            "usid_forwarder": usid_forwarder, "pipeline": pipeline}
+            "pipeline": pipeline}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
-STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "progress_regfile", "aggregator",
-          "packet_fifo", "usid_forwarder", "ev_expander"}
+STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "packet_fifo", "ev_expander"}
 
 
 class Side:
