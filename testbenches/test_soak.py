@@ -19,7 +19,7 @@ import random
 import cocotb
 import pytest
 
-from registry import block
+from registry import block, names
 from testbenches import checked, runner, tb
 from testbenches.soak_traffic import CONFIGURED, NEEDS, REACHED, reached
 from tools.traffic import STIMULI
@@ -28,11 +28,8 @@ from tools.traffic import STIMULI
 PACKETS = 100_000
 #: Distinct packets of the traffic.
 POOL = 500
-#: Every block with a checked-engine adapter; the spill buffer and the pipeline in both modes (the
-#: default, disaggregated one as a ``LinkLoop`` with a spill node and 7-cycle links in hardware).
-BLOCKS = ["spill_buffer", "spill_buffer[inswitch]", "spill_node", "progress_regfile", "aggregator", "pipeline",
-          "pipeline[inswitch]", "packet_fifo", "usid_forwarder", "ev_selector", "ev_expander", "chunk_bitmap",
-          "bounded_loss_tracker"]
+#: Every registered block.
+BLOCKS = names()
 
 
 def packets():
