@@ -91,6 +91,29 @@ def packet_mask(port, word):
     return (ones & ~data_bits) | (((1 << 8 * keep.bit_length()) - 1) << data_field.offset)
 
 
+def _wide(value):
+    return isinstance(value, int) and value >> 64
+
+
+def _difference(rtl, model, mask):
+    """How a field differs in its compared bits: ``(RTL, model)``; a field wider than 64 bits (packet data,
+    header bytes) as ``{"byte n": (RTL, model)}`` of its differing bytes; None if the compared bits agree."""
+    if not isinstance(rtl, int):
+        return rtl, model
+    diff = (rtl ^ model) & mask
+    if not diff:
+        return None
+    if not (_wide(rtl) or _wide(model) or _wide(mask)):
+        return rtl, model
+    return {f"byte {n}": (f"{rtl >> 8 * n & 255:#04x}", f"{model >> 8 * n & 255:#04x}")
+            for n in range((diff.bit_length() + 7) // 8) if diff >> 8 * n & 255}
+
+
+def _brief(fields):
+    """A payload dict as printed: a field wider than 64 bits elided (its differing bytes are listed)."""
+    return {k: "..." if _wide(v) else v for k, v in fields.items()}
+
+
 class Lockstep:
     """``model`` beside ``component`` (module docstring). ``cycles`` counts the cycles compared since
     the last ``reset``."""
@@ -166,8 +189,9 @@ class Lockstep:
         layout = self.ports.outputs[name]
         if isinstance(layout, data.StructLayout):
             rtl, model, named = unpack(layout, got), unpack(layout, word), unpack(layout, mask)
-            fields = {k: (rtl[k], model[k]) for k in rtl if named[k] and rtl[k] != model[k]}
-            return f"{name}: RTL {rtl}, model {model}; differing fields (RTL, model) {fields}"
+            fields = {k: _difference(rtl[k], model[k], named[k]) for k in rtl if named[k] and rtl[k] != model[k]}
+            fields = {k: v for k, v in fields.items() if v}
+            return f"{name}: RTL {_brief(rtl)}, model {_brief(model)}; differing fields (RTL, model) {fields}"
         return f"{name}: RTL {unpack(layout, got)}, model {unpack(layout, word)}" + \
             (f" (compared bits {mask:#x})" if mask != (1 << width(layout)) - 1 else "")
 
