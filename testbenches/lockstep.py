@@ -109,9 +109,12 @@ def _difference(rtl, model, mask):
             for n in range((diff.bit_length() + 7) // 8) if diff >> 8 * n & 255}
 
 
-def _brief(fields):
-    """A payload dict as printed: a field wider than 64 bits elided (its differing bytes are listed)."""
-    return {k: "..." if _wide(v) else v for k, v in fields.items()}
+def _brief(value):
+    """A payload as printed: a field wider than 64 bits as its first 16 bytes in hex, byte 0 first."""
+    if not isinstance(value, dict):
+        return value
+    return {k: v.to_bytes(16 + (v.bit_length() + 7) // 8, "little")[:16].hex() + "..." if _wide(v) else v
+            for k, v in value.items()}
 
 
 class Lockstep:
@@ -251,8 +254,8 @@ class Lockstep:
         queue, layout = self.pending[port], self.ports.by_name[port].layout
         for word in beats:
             if not queue:
-                raise Mismatch(f"{where}: {port} beat {self.matched[port]} {unpack(layout, word)} that the model "
-                               "does not expect")
+                raise Mismatch(f"{where}: {port} beat {self.matched[port]} {_brief(unpack(layout, word))} that the "
+                               "model does not expect")
             want, mask = queue.popleft()
             if (word ^ want) & mask:
                 raise Mismatch(f"{where}: {port} beat {self.matched[port]} differs from the golden model: "
@@ -283,4 +286,4 @@ class Lockstep:
         if left:
             name = next(iter(left))
             raise Mismatch(f"expected beats never came out of the RTL: {left}; next on {name}: "
-                           f"{unpack(self.ports.by_name[name].layout, self.pending[name][0][0])}")
+                           f"{_brief(unpack(self.ports.by_name[name].layout, self.pending[name][0][0]))}")
