@@ -48,16 +48,25 @@ def _packer(layout):
 
 def unpack(layout, word):
     """Unpack the integer ``word`` into a (nested) dict / list / int following ``layout``."""
+    return _unpacker(layout)(word)
+
+
+@functools.lru_cache(maxsize=None)
+def _unpacker(layout):
+    """``unpack`` for one layout, its offsets and widths worked out once (as ``_packer``)."""
     if isinstance(layout, data.StructLayout):
-        return {name: unpack(field.shape, word >> field.offset) for name, field in layout}
+        fields = [(name, _unpacker(field.shape), field.offset) for name, field in layout]
+        return lambda word: {name: inner(word >> offset) for name, inner, offset in fields}
     if isinstance(layout, data.ArrayLayout):
-        bits = width(layout.elem_shape)
-        return [unpack(layout.elem_shape, word >> (i * bits)) for i in range(layout.length)]
+        bits, inner, length = width(layout.elem_shape), _unpacker(layout.elem_shape), layout.length
+        return lambda word: [inner(word >> (i * bits)) for i in range(length)]
     shape = Shape.cast(layout)
-    value = word & ((1 << shape.width) - 1)
-    if shape.signed and value >> (shape.width - 1):
-        value -= 1 << shape.width
-    return value
+    mask, sign = (1 << shape.width) - 1, (1 << (shape.width - 1)) if shape.signed else 0
+
+    def plain(word):
+        value = word & mask
+        return value - (sign << 1) if value & sign else value
+    return plain
 
 
 def expect(layout, value):
