@@ -7,13 +7,10 @@ from hdl.headers import BTH, ETHERNET, IPV6, UDP, wire_view
 from hdl.packet import output_register
 from models import wire
 from models.params import check
-from models.usid_forwarder import COUNTERS, LFSR_TAPS, VERDICTS, UsidForwarderParams
+from models.usid_forwarder import COUNTERS, HDR_BYTES, LFSR_TAPS, VERDICTS, UsidForwarderParams
 
 __all__ = ["UsidForwarder", "UsidForwarderParams", "COUNTERS", "VERDICTS", "HDR_BYTES", "descriptor_layout",
            "result_layout", "route_layout"]
-
-#: Leading packet bytes a descriptor carries: every header of an encapsulated MRC packet.
-HDR_BYTES = wire.MRC_HEADER_BYTES
 
 
 def descriptor_layout(params):

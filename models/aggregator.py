@@ -1,14 +1,16 @@
 """Golden model of the aggregator allocator (SPEC section 3): ATP and SwitchML as published, and ESA.
 
-Packet-level and untimed: ``process(raw, meta)`` takes one whole packet and returns the packets the
-RTL emits for it, in order, as ``(bytes, meta)``. Every rule, including the *chosen* ones, is
-documented on ``hdl.aggregator.Aggregator`` and in PROGRESS.md with the P4 file/line it mirrors;
-this is a separate, sequential Python implementation of those rules (no code shared with the RTL).
+Transaction-level and untimed (``models/contract.py``): ``process("i", Packet(raw, meta))`` takes one
+whole packet and returns ``{"o": [Packet, ...]}``, the packets the RTL emits for it, in order. Every
+rule, including the *chosen* ones, is documented on ``hdl.aggregator.Aggregator`` and in PROGRESS.md
+with the P4 file/line it mirrors; this is a separate, sequential Python implementation of those rules
+(no code shared with the RTL).
 """
 import struct
 from dataclasses import dataclass, field
 
 from models import wire
+from models.contract import Counters, Packet
 from models.params import Params, check, param
 from models.wire import INA_HEADER_BYTES, INA_OFFSET, INA_PORT, INT32_MAX, INT32_MIN, UDP_OFFSET
 
@@ -16,7 +18,7 @@ __all__ = ["AggregatorParams", "AggregatorModel", "COUNTERS", "POLICIES", "INT32
            "atp_add", "wrap_add"]
 
 POLICIES = ("atp", "switchml", "esa")
-#: One counter per outcome of a packet; their sum is the number of packets in.
+#: One counter per outcome of a packet (wrapping); their sum is the number of packets in.
 COUNTERS = ("passed", "malformed", "bad_header", "consumed", "completed", "duplicate", "resent", "collision",
             "forwarded", "flushed", "preempted", "ack_freed", "ack_passed")
 
@@ -90,13 +92,15 @@ class Pool:
 
 
 class AggregatorModel:
-    """Reference behaviour of ``hdl.aggregator.Aggregator``; takes the same ``AggregatorParams``."""
+    """Transaction-level model of ``hdl.aggregator.Aggregator``; takes the same ``AggregatorParams``."""
+
+    KIND = "transaction"
 
     def __init__(self, params=None):
         p = self.params = check(params, AggregatorParams)
         self.policy, self.slots, self.workers, self.nvalues = p.policy, p.slots, p.workers, p.values
         self.data_bytes, self.ps_port, self.mcast_port = p.data_bytes, p.ps_port, p.mcast_port
-        self.counter_mask = (1 << p.counter_bits) - 1
+        self.counters = Counters(COUNTERS, p.counter_bits, "wrap")
         self.length = p.length
         self.reset()
 
@@ -105,7 +109,7 @@ class AggregatorModel:
         zero = [0] * self.nvalues
         self.state = [Slot(values=list(zero)) for _ in range(self.slots)]
         self.pool = [Pool(values=[list(zero), list(zero)]) for _ in range(self.slots)]
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
 
     def occupied(self):
         """Slots holding a job+seq (ATP, ESA) or (SwitchML) a set mid-aggregation."""
@@ -114,7 +118,7 @@ class AggregatorModel:
         return sum(s.jobseq != 0 for s in self.state)
 
     def _count(self, reason):
-        self.counters[reason] = (self.counters[reason] + 1) & self.counter_mask
+        self.counters.add(reason)
 
     # --- parsing -------------------------------------------------------------------------------
 
@@ -154,16 +158,19 @@ class AggregatorModel:
         head[wire.UDP_CHECKSUM_AT:wire.UDP_CHECKSUM_AT + 2] = b"\0\0"
         head += struct.pack(wire.INA_STRUCT, h["bitmap"], h["fanin"], flags, h["jobseq"], h["index"], h["priority"])
         head += struct.pack(f">{self.nvalues}i", *h["values"])
-        return bytes(head), {"port": port}
+        return Packet(bytes(head), {"port": port})
 
     # --- behaviour -----------------------------------------------------------------------------
 
-    def process(self, raw, meta=None):
-        """Process one whole packet; return the list of ``(bytes, meta)`` packets it produces."""
-        raw, meta = bytes(raw), dict(meta or {"port": 0})
+    def process(self, port, item):
+        """One whole packet ``item`` (a ``Packet``) in on ``i``: ``{"o": [the Packets it produces]}``."""
+        raw, meta = bytes(item.data), dict(item.meta or {"port": 0})
+        return {"o": self._decide(raw, meta)}
+
+    def _decide(self, raw, meta):
         if not self.is_ina(raw):
             self._count("passed")
-            return [(raw, meta)]
+            return [Packet(raw, meta)]
         if len(raw) != self.length:
             self._count("malformed")
             return []
@@ -188,7 +195,7 @@ class AggregatorModel:
             self._count("ack_freed")
         else:
             self._count("ack_passed")
-        return [(raw, meta)]
+        return [Packet(raw, meta)]
 
     def _atp(self, raw, h):
         """ATP's ingress (p4ml.p4:60-226), and ESA's preemption and free-on-completion on top of it."""

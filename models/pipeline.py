@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from models import aggregator, progress_regfile
 from models.aggregator import AggregatorModel, AggregatorParams
+from models.contract import Packet
 from models.packet import beats_of
 from models.params import Params, check, param
 from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
@@ -118,7 +119,7 @@ class PipelineStagesModel:
     def _stage1(self, raw, meta, beat):
         """Stage 1 takes an ingress beat: the aggregator decides a packet on its first beat."""
         if beat["first"]:
-            outputs = self.agg.process(raw, meta)
+            outputs = self.agg.process("i", Packet(raw, meta))["o"]
             if len(outputs) == 1 and beat["last"]:
                 self.packet1 = outputs[0]
             else:           # passed unchanged beat for beat, or dropped with all its beats
@@ -128,13 +129,6 @@ class PipelineStagesModel:
             return None
         out, out_meta = self.packet1
         return out, out_meta, beat["first"], beat["last"]
-
-    def _stage2(self, entry):
-        """Stage 2 takes a beat of stage 1: Symphony decides a packet on its first beat."""
-        raw, meta, first, last = entry
-        if first:
-            self.packet2 = beats_of(self.sym.packet(raw, self.time), meta, self.width)
-        return self.packet2.pop(0)
 
     def _stage2(self, entry):
         """Stage 2 takes a beat of stage 1: Symphony decides a packet on its first beat."""

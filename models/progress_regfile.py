@@ -1,8 +1,10 @@
-"""Golden model of the Symphony progress register file (hdl/progress_regfile.py), per packet."""
+"""Golden model of the Symphony progress register file (hdl/progress_regfile.py): cycle-accurate at the
+ports (its ageing reads the cycle a packet goes in), deciding per packet."""
 import struct
 from dataclasses import dataclass
 
 from models import wire
+from models.contract import Counters
 from models.params import Params, check, param
 from models.wire import ECN_CE, LAST_OPCODES
 
@@ -39,7 +41,15 @@ def ip_checksum_update(checksum, old_word, new_word):
 
 
 class ProgressRegfileModel:
-    """Takes the ``ProgressRegfileParams`` of ``ProgressRegfile``; ``config`` and ``packet`` in the
+    """Cycle-accurate model (``models/contract.py``) of ``ProgressRegfile``, with its ``ProgressRegfileParams``.
+
+    ``step`` is one clock cycle: the output register (latency 1, one beat a cycle), ``cfg.ready =
+    ~o.valid | o.ready`` and ``i.ready`` the same while no command is offered (a command takes the
+    cycle first); the counters and ``saturated`` as the RTL's registers show them. A packet is decided
+    whole in the cycle its first beat goes in (``LOOKAHEAD``): its first beat leaves with the header
+    ``packet`` rewrites, the other beats unchanged.
+
+    ``config`` and ``packet`` are the packet-level API (``models/pipeline.py`` composes them), in the
     order the RTL took them, each with ``cycle``: the number of cycles since the last reset was
     released in the cycle the RTL took the command or the packet's first beat (the RTL's free-running
     timer; only ageing uses it, so callers that never set ``age_out`` may leave it 0).
@@ -53,6 +63,9 @@ class ProgressRegfileModel:
     live, so when all the others are stale nothing is marked).
     """
 
+    KIND = "cycle"
+    LOOKAHEAD = ("i",)
+
     def __init__(self, params=None):
         p = self.params = check(params, ProgressRegfileParams)
         jobs, ring, table = p.jobs, p.ring, p.table
@@ -62,18 +75,39 @@ class ProgressRegfileModel:
         self.rows = [([0] * ring, [0] * ring, [0] * ring, [False] * ring) for _ in range(jobs)]
         self.settings = [(0, 0, 0)] * jobs                  # (chunk, delta, age_out)
         self.epoch_bits, self.age_bits = p.epoch_bits, p.age_bits
+        self.counters = Counters(COUNTERS, p.counter_bits, "saturate")
         self.reset()
 
     def reset(self):
-        """A reset clears counters and flags; the tables are SRAM and keep their contents."""
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        """A reset clears counters, flags, the timer and the output register; the tables are SRAM and
+        keep their contents."""
+        self.counters.clear()
         self.saturated = False
+        self.time = 0                   # cycles since reset: the RTL's timer
+        self.out = None                 # the output register's beat
+
+    def step(self, inputs):
+        outputs = {"o__valid": int(self.out is not None), "o__payload": self.out,
+                   "saturated": int(self.saturated), **self.counters()}
+        load = self.out is None or bool(inputs["o__ready"])
+        cmd, beat = inputs["cfg__payload"], inputs["i__payload"]
+        outputs.update(cfg__ready=int(load), i__ready=int(load and cmd is None))
+        if load:
+            self.out = None
+            if cmd is not None:
+                self.config(cmd, self.time)
+            elif beat is not None:
+                if beat["first"]:
+                    head = self.packet(inputs["i__packet"].data, self.time)[:self.data_bytes]
+                    beat = dict(beat, data=int.from_bytes(head, "little"))
+                self.out = beat
+        self.time += 1
+        return outputs
 
     def _count(self, name, n=1):
-        top = (1 << self.counter_bits) - 1
-        if self.counters[name] + n > top:
+        if self.counters[name] + n > (1 << self.counter_bits) - 1:
             self.saturated = True
-        self.counters[name] = min(self.counters[name] + n, top)
+        self.counters.add(name, n)
 
     def epoch(self, cycle):
         """The RTL's epoch in cycle ``cycle`` after reset (its timer wraps at 2**(epoch_bits + age_bits))."""

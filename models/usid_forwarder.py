@@ -2,9 +2,11 @@
 
 Input: an Ethernet / outer IPv6 (next header 41) / inner IPv6 packet, its ingress port, and the
 egress queues' depths (data and priority queue of every port, in packets) sampled for this packet.
-``process(packet, port, data_depth, prio_depth)`` returns ``{"verdict", "port", "queue", "packet",
-"marked", "decap"}``; the RTL takes one packet per cycle and emits its verdicts in order, so the
-testbench compares every packet (verdict, egress port, queue, output bytes).
+``forward(packet, port, data_depth, prio_depth)`` returns ``{"verdict", "port", "queue", "packet",
+"marked", "decap"}``. The model is transaction-level (``models/contract.py``) on the RTL's streams:
+``process("i", descriptor)`` gives ``{"o": [result]}`` (``forward`` of the descriptor's packet, the bytes
+past ``HDR_BYTES`` zeros; of a packet that leaves, only the header bytes the deparser sends are
+compared), ``process("cfg", write)`` writes one entry of the table.
 
 *Chosen* rules, applied in this order (first that applies decides the verdict):
 1. ``malformed``: shorter than Ethernet + IPv6, EtherType not IPv6, outer version not 6, ingress
@@ -35,17 +37,20 @@ testbench compares every packet (verdict, egress port, queue, output bytes).
    (probability (d - kmin) / 2**span_log2, 1 from ``kmin + 2**span_log2`` up). The LFSR is 16-bit
    Galois, x^16 + x^14 + x^13 + x^11 + 1 (right shift, toggle mask 0xB400), seeded with
    ``lfsr_seed`` on reset, and steps once per packet processed (any verdict), after its use.
-The table (``add_route``) and the LFSR are cleared/reseeded by ``reset``. Counters: the verdicts
+The table is ``table_entries`` entries, written by index (``cfg``; ``add_route`` is the control plane's
+unique-key write), the lowest matching index wins; it is cleared and the LFSR reseeded by ``reset``.
+Counters: the verdicts
 (``VERDICTS``: packets in = their sum) plus events ``decapsulated`` and ``ce_marked``; all saturate
 at ``2**counter_bits - 1``.
 """
 from dataclasses import dataclass
 
 from models import wire
+from models.contract import Counters, Masked
 from models.params import Params, check, param
 
 __all__ = ["UsidForwarderParams", "UsidForwarderModel", "VERDICTS", "EVENTS", "COUNTERS", "shift_da",
-           "lfsr_next", "is_mrc_data", "mark_probability", "LFSR_TAPS"]
+           "lfsr_next", "is_mrc_data", "mark_probability", "LFSR_TAPS", "HDR_BYTES"]
 
 VERDICTS = ("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
             "no_route", "data_overflow", "trim_overflow")
@@ -54,6 +59,8 @@ COUNTERS = VERDICTS + EVENTS
 #: Galois toggle mask of x^16 + x^14 + x^13 + x^11 + 1 (maximal length, period 65535).
 LFSR_TAPS = 0xB400
 MASK96 = (1 << 96) - 1
+#: Leading packet bytes a descriptor carries: every header of an encapsulated MRC packet.
+HDR_BYTES = wire.MRC_HEADER_BYTES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,37 +129,65 @@ def _set_tc(out, at, tc):
 
 
 class UsidForwarderModel:
-    """Takes the ``UsidForwarderParams`` of ``UsidForwarder``; ``process`` is one packet."""
+    """Transaction-level model of ``UsidForwarder`` (module docstring), with its ``UsidForwarderParams``."""
+
+    KIND = "transaction"
 
     def __init__(self, params=None):
         self.params = check(params, UsidForwarderParams)
+        self.counters = Counters(COUNTERS, self.params.counter_bits, "saturate")
         self.reset()
 
     def reset(self):
-        self.routes = {}
+        self.table = [None] * self.params.table_entries        # per index: (key, port, decap) or None
         self.lfsr = self.params.lfsr_seed
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters.clear()
+
+    @property
+    def routes(self):
+        """``{key: (port, decap)}`` of the valid entries, the lowest index's for a key held twice."""
+        return {entry[0]: entry[1:] for entry in reversed(self.table) if entry is not None}
 
     def add_route(self, key, port, decap=False):
-        """Table entry: a 48-bit ``{locator, uSID}`` key -> egress ``port`` (``decap``: local function)."""
+        """Table entry: a 48-bit ``{locator, uSID}`` key -> egress ``port`` (``decap``: local function),
+        written where the key is, else at the lowest free index."""
         p = self.params
         if not 0 <= key < 1 << 48:
             raise ValueError(f"key = {key!r}: must be a 48-bit value")
         if not 0 <= port < p.ports:
             raise ValueError(f"port = {port!r}: must be in 0..{p.ports - 1}")
-        if key not in self.routes and len(self.routes) == p.table_entries:
+        held = [k for k, entry in enumerate(self.table) if entry is not None and entry[0] == key]
+        free = [k for k, entry in enumerate(self.table) if entry is None]
+        if not held and not free:
             raise ValueError(f"table full: table_entries = {p.table_entries}")
-        self.routes[key] = (port, bool(decap))
+        self.table[(held or free)[0]] = (key, port, bool(decap))
+
+    def process(self, port, item):
+        """A table write (``cfg``) or a descriptor (``i``): ``{"o": [its result]}``."""
+        if port == "cfg":
+            self.table[item["index"]] = (item["key"], item["port"], bool(item["decap"])) if item["valid"] else None
+            return {}
+        length = item["length"]
+        raw = item["hdr"].to_bytes(HDR_BYTES, "little")[:min(length, HDR_BYTES)]
+        raw += bytes(length - len(raw))
+        r = self.forward(raw, item["port"], item["data_depth"], item["prio_depth"])
+        result = {"verdict": VERDICTS.index(r["verdict"]), "decap": int(r["decap"]), "marked": int(r["marked"])}
+        if r["packet"] is not None:             # the deparser sends hdr[:sent], then the stored bytes
+            sent = min(min(length, HDR_BYTES) - wire.IPV6_BYTES * r["decap"], len(r["packet"]))
+            result.update(port=r["port"], prio=int(r["queue"] == "prio"), length=len(r["packet"]),
+                          hdr=Masked(int.from_bytes(r["packet"][:sent], "little"), (1 << 8 * sent) - 1))
+        return {"o": [result]}
 
     def _count(self, name):
-        self.counters[name] = min(self.counters[name] + 1, (1 << self.params.counter_bits) - 1)
+        self.counters.add(name)
 
     def _done(self, verdict, port=None, queue=None, packet=None, marked=False, decap=False):
         self._count(verdict)
         return {"verdict": verdict, "port": port, "queue": queue, "packet": packet, "marked": marked,
                 "decap": decap}
 
-    def process(self, packet, port, data_depth, prio_depth):
+    def forward(self, packet, port, data_depth, prio_depth):
+        """One whole packet: its verdict, egress port and queue, output bytes, marked, decapsulated."""
         packet = bytes(packet)
         p = self.params
         if len(data_depth) != p.ports or len(prio_depth) != p.ports:
@@ -176,7 +211,7 @@ class UsidForwarderModel:
         da = int.from_bytes(packet[o + wire.IPV6_DST_AT:o + wire.IPV6_DST_AT + 16], "big")
         if da >> 80 == p.locator << 16 | p.my_usid:
             da = shift_da(da)
-        hit = self.routes.get(da >> 80)
+        hit = next((entry[1:] for entry in self.table if entry is not None and entry[0] == da >> 80), None)
         if hit is None:
             return self._done("no_route")
         egress, decap = hit

@@ -72,7 +72,7 @@ class ModelEngine:
         ``packet`` = (raw, port, data_depth, prio_depth). Answers: (selection, DA or None, verdict)."""
         sel = self.sel.tick(want, event)
         da = self.exp.process(ev) if ev is not None else None
-        out = self.fwd.process(*packet) if packet is not None else None
+        out = self.fwd.forward(*packet) if packet is not None else None
         return sel, da, out
 
 

@@ -21,6 +21,7 @@ from cocotb.triggers import RisingEdge
 from hdl.aggregator import POLICIES, Aggregator, AggregatorParams
 from hdl.packet import beat_layout
 from models.aggregator import AggregatorModel
+from models.contract import Packet
 from models.headers import INA, Ether
 from models.packet import beats_of
 from scenarios.common import OUT, figure, write_csv
@@ -99,12 +100,12 @@ async def esa(dut):
         assert state == expect(), f"{policy}: cycle {loop.cycle}: slot state RTL {state}, model {expect()}"
         loop.leave(outputs)
         loop.tick(*occupancy(model))
-        for item in model.process(raw, {"port": IN_PORT}) if raw is not None else []:
+        for item in model.process("i", Packet(raw, {"port": IN_PORT}))["o"] if raw is not None else []:
             board.expect(item)
         taken = raw
     board.check_done()
-    counters = {name: int(getattr(dut, name).value) for name in model.counters}
-    assert counters == model.counters, f"{policy}: counters RTL {counters}, model {model.counters}"
+    counters = {name: int(getattr(dut, name).value) for name in model.counters()}
+    assert counters == model.counters(), f"{policy}: counters RTL {counters}, model {model.counters()}"
     assert sum(collisions.values()) == counters["collision"]
     assert sum(preempted.values()) == counters["preempted"]
     tb.write_pcap("in", sent)

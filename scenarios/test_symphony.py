@@ -143,7 +143,7 @@ def bottleneck(throttle, seed):
     io.append((None, None, out))
     stats = [dict(flow=f.position, jittery=int(f.position == JITTERY), marks=f.marks, completion=f.done)
              for f in flows]
-    return stats, skew, io, dict(model.counters)
+    return stats, skew, io, model.counters()
 
 
 def cycles(io):

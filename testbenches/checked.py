@@ -348,6 +348,7 @@ def _packets(beats, width):
             partial = bytearray()
 
 
+<<<<<<< HEAD
 def _packet_beats(shape, width, items):
     """Expected ``(NO_CYCLE, value, mask)`` beats of ``(raw, meta)`` packets (data past ``keep`` masked)."""
     from models.packet import beats_of
@@ -359,6 +360,184 @@ def _packet_beats(shape, width, items):
     return out
 
 
+=======
+class _Loop:
+    """The spill links of a ``LinkLoop`` in a model: delay lines of the component's latency and the
+    spill node's model, stepped once a cycle as the hardware is (testbenches/spillway_top.py)."""
+
+    def __init__(self, component, spill_params):
+        if not hasattr(component, "latency"):
+            raise KeyError("a disaggregated switch side is checked as a LinkLoop with a spill node (checked_of with "
+                           "a latency), not alone")
+        from collections import deque
+
+        from models.spill_node import SpillNodeModel
+        from testbenches.spillway_top import node_params
+        self.node, self.latency = SpillNodeModel(node_params(spill_params)), component.latency
+        self.down, self.up, self.cycle = deque(), deque(), 0
+
+    def arriving(self):
+        """The frame the return link delivers to the switch this cycle (or None)."""
+        return self.up.popleft()[1] if self.up and self.up[0][0] == self.cycle else None
+
+    def step(self, spill_o, spill_ready, side):
+        """The switch sent ``spill_o`` (or None; taken if ``spill_ready``); the node's cycle; next cycle."""
+        node_i = self.down.popleft()[1] if self.down and self.down[0][0] == self.cycle else None
+        node_ready = not side.inputs["node_pause"]
+        _, node_o = self.node.step(node_i, node_ready)
+        if spill_o is not None and spill_ready:
+            self.down.append((self.cycle + self.latency, spill_o))
+        if node_o is not None and node_ready:
+            self.up.append((self.cycle + self.latency, node_o))
+        self.cycle += 1
+
+    def counters(self):
+        return {f"node_{k}": v for k, v in self.node.counters.items()}
+
+
+def spill_buffer(component, params, table):
+    """In-switch mode: the block alone; disaggregated (the default): ``LinkLoop`` of it and a spill node,
+    the switch and node models closed through the same delay lines (the links pause as the side
+    memory says)."""
+    shape = _shapes(component)["o"]
+    if params.mode == "inswitch":
+        from models.spill_buffer import SpillBufferModel
+        model = SpillBufferModel(params)
+        full = _full(shape)
+
+        def step(beat, side):
+            ready, valid, payload = model.step(beat, side.inputs["qdepth"], not side.stall[0])
+            return ready, [("o", _pack(shape, payload), full)] if valid and not side.stall[0] else []
+        return _cycles(step, lambda: model.counters, table)
+    from models.spill_buffer import SpillSwitchModel
+    switch, loop = SpillSwitchModel(params), _Loop(component, params)
+
+    def step_loop(beat, side):
+        o_ready, spill_ready = not side.stall[0], not side.inputs["spill_pause"]
+        r = switch.step(beat, side.inputs["qdepth"], o_ready, spill_ready, loop.arriving())
+        loop.step(r["spill_o"], spill_ready, side)
+        if r["o"] is None or not o_ready:
+            return r["i_ready"], []
+        value = _pack(shape, r["o"])
+        return r["i_ready"], [("o", value, _keep_mask(shape, value))]
+    return _cycles(step_loop, lambda: {**switch.counters, **loop.counters()}, table)
+
+
+def spill_node(component, params, table):
+    from models.spill_node import SpillNodeModel
+    model, shape = SpillNodeModel(params), _shapes(component)["o"]
+
+    def step(beat, side):
+        valid, out = model.step(beat, not side.stall[0])
+        if not valid or side.stall[0]:
+            return True, []
+        value = _pack(shape, out)
+        return True, [("o", value, _keep_mask(shape, value))]
+    return _cycles(step, lambda: model.counters, table)
+
+
+def chunk_bitmap(component, params, table):
+    from models.chunk_bitmap import LATENCY, OUTCOMES, ChunkBitmapModel
+    model, shape = ChunkBitmapModel(params), _shapes(component)["o"]
+    fields, due, now = dict(shape), [], [0]
+
+    def mask_of(names):
+        return sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in names)
+    always = mask_of(["outcome", "chunk_done", "msg_done"])
+    parsed = mask_of(["msg", "offset", "gen", "channel"])
+
+    def step(beat, side, cmd):
+        pkt = None
+        if beat is not None and beat["first"]:
+            pkt = beat["data"].to_bytes(params.data_bytes, "little")[:beat["keep"].bit_length()]
+        cyc = model.step(pkt, cmd)
+        r = cyc.result
+        if r is not None:
+            value = _pack(shape, {"outcome": OUTCOMES.index(r.outcome), "msg": r.msg or 0, "offset": r.offset or 0,
+                                  "gen": r.gen or 0, "channel": r.channel or 0,
+                                  "chunk_done": r.chunk_done is not None, "chunk": r.chunk_done or 0,
+                                  "msg_done": r.msg_done})
+            mask = (always | (parsed if r.outcome != "malformed" else 0)
+                    | (mask_of(["chunk"]) if r.chunk_done is not None else 0))
+            due.append((now[0] + LATENCY, value, mask))
+        outs = []
+        while due and due[0][0] == now[0]:
+            outs.append(("o", *due.pop(0)[1:]))
+        now[0] += 1
+        return cyc.pkt_ready, outs, cyc.cmd_ready
+    return _cycles(step, lambda: model.counters, table, TAIL + LATENCY, command=True)
+
+
+def ev_selector(component, params, table):
+    from models.ev_selector import EVENT_KINDS, EvSelectorModel
+    model, shape = EvSelectorModel(params), _shapes(component)["o"]
+    fields = dict(shape)
+    chosen = sum(_ones(_width(fields[n].shape)) << fields[n].offset for n in ("slot", "ev", "plane"))
+    full = _full(shape)
+
+    def step(beat, side):
+        if beat is None:
+            return True, []
+        e = beat["event"]
+        event = None
+        if e.get("valid"):
+            event = {"slot": 0, "ev": 0, "last_hop": 0, "index": 0, "ok": 0, "plane": 0, **e,
+                     "kind": EVENT_KINDS[e["kind"]]}
+            event.pop("valid")
+        out = model.step(bool(beat.get("want")), event)
+        value = _pack(shape, {"selected": out["valid"], "stall": out["stall"], "slot": out["slot"] or 0,
+                              "ev": out["ev"] or 0, "plane": out["plane"] or 0, "retransmit": out["retransmit"]})
+        return True, [("o", value, full if out["valid"] else full & ~chosen)]
+    return _cycles(step, lambda: model.counters, table)
+
+
+def bounded_loss_tracker(component, params, table):
+    from models.bounded_loss_tracker import KINDS, BoundedLossTrackerModel
+    model, shapes = BoundedLossTrackerModel(params), _shapes(component)
+    ports = [name for name, _ in _streams(component)[1]]
+
+    def step(beat, side):
+        ready = {name: not stall for name, stall in zip(ports, side.stall)}
+        out = model.step(beat, None, ready["fwd"], ready["close"], ready["nack"])
+        outs = []
+        for name, event in zip(("fwd", "close", "nack"), out[1:]):
+            if event is not None and ready[name]:
+                if name == "close":
+                    event = {**event, "kind": KINDS.index(event["kind"])}
+                outs.append((name, _pack(shapes[name], event), _full(shapes[name])))
+        return out.i_ready, outs
+    return _cycles(step, lambda: model.counters, table)
+
+
+def pipeline(component, params, table):
+    """Every packet of a batch announced to the model first, then one model step per cycle; in
+    disaggregated mode (the default) the ``LinkLoop`` of the pipeline and a spill node, as
+    ``spill_buffer``'s."""
+    from models.pipeline import PipelineModel
+    model, shape = PipelineModel(params), _shapes(component)["o"]
+    loop = _Loop(component, params.spill) if model.disaggregated else None
+
+    def step(beat, side):
+        o_ready = not side.stall[0]
+        if loop is None:
+            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready)
+        else:
+            spill_ready = not side.inputs["spill_pause"]
+            ready, _, valid, out = model.step(beat is not None, side.inputs["qdepth"], o_ready, None, spill_ready,
+                                              loop.arriving())
+            loop.step(model.spill_o, spill_ready, side)
+        if not valid or not o_ready:
+            return ready, []
+        value = _pack(shape, out)
+        return ready, [("o", value, _keep_mask(shape, value))]
+    cycles = _cycles(step, lambda: {**model.all_counters(), **(loop.counters() if loop else {})}, table)
+
+    def run(beats, final):
+        for raw, meta in _packets(beats, params.data_bytes):
+            model.packet(raw, meta)
+        return cycles(beats, final)
+    return run
+>>>>>>> conv1
 
 
 def _in_order(outputs, counters):
@@ -391,107 +570,23 @@ def ev_expander(component, params, table):
     return _in_order(outputs, lambda: model.counters)
 
 
-def progress_regfile(component, params, table):
-    """Cycle-accurate (its ageing reads the cycle a packet goes in): the output register (latency 1,
-    ``i.ready = cfg.ready = ~o.valid | o.ready``, a command first), the model given each command and
-    packet with the cycle the RTL takes it, counted from the run's start (the block's timer: it is
-    frozen between batches, as the block)."""
-    from models.packet import beats_of
-    from models.progress_regfile import ProgressRegfileModel
-    model, shape = ProgressRegfileModel(params), _shapes(component)["o"]
-    state = {"now": 0, "o": None, "out": [], "packets": {}}
-
-    def step(beat, side, cmd):
-        now, o_ready = state["now"], not side.stall[0]
-        state["now"] += 1
-        outs = []
-        if state["o"] is not None and o_ready:
-            outs.append(("o", state["o"], _keep_mask(shape, state["o"])))
-        load = state["o"] is None or o_ready
-        if not load:
-            return False, outs, False
-        state["o"] = None
-        if cmd is not None:
-            model.config(cmd, now)
-        elif beat is not None:
-            if beat["first"]:
-                raw, meta = state["packets"][id(beat)]
-                state["out"] = [_pack(shape, b) for b in beats_of(model.packet(raw, now), meta, params.data_bytes)]
-                state["out"].reverse()
-            state["o"] = state["out"].pop()
-        return True, outs, True
-    cycles = _cycles(step, lambda: model.counters, table, command=True)
-
-    def run(items, final):
-        beats, start = _split(items)[0], 0
-        state["packets"] = {}
-        for n, beat in enumerate(beats):         # each packet's bytes, found by its first beat
-            if beat["last"]:
-                raw, meta = next(_packets(beats[start:n + 1], params.data_bytes))
-                state["packets"][id(beats[start])] = (raw, meta)
-                start = n + 1
-        return cycles(items, final)
-    return run
-
-
-def aggregator(component, params, table):
-    from models.aggregator import AggregatorModel
-    model, shape = AggregatorModel(params), _shapes(component)["o"]
-    return _in_order(lambda beats: {"o": _packet_beats(shape, component.data_bytes, [
-        item for raw, meta in _packets(beats, component.data_bytes) for item in model.process(raw, meta)])},
-        lambda: model.counters)
-
-
-def usid_forwarder(component, params, table):
-    """Descriptors in (the payload past ``HDR_BYTES`` is not in them: zeros), results out; for a packet
-    that leaves, the bytes of ``hdr`` the deparser sends and the length are compared."""
-    from hdl.usid_forwarder import HDR_BYTES
-    from models import wire
-    from models.usid_forwarder import VERDICTS, UsidForwarderModel
-    model, shape = UsidForwarderModel(params), _shapes(component)["o"]
-    fields = dict(shape)
-
-    def bits(name):
-        return _ones(_width(fields[name].shape)) << fields[name].offset
-
-    table_keys = {}                          # cfg index -> the key it holds (the model's table is by key)
-
-    def route(cmd):
-        old = table_keys.pop(cmd["index"], None)
-        if old is not None:
-            del model.routes[old]
-        if cmd["valid"]:
-            table_keys[cmd["index"]] = cmd["key"]
-            model.add_route(cmd["key"], cmd["port"], cmd["decap"])
-
-    def outputs(items):
-        out = []
-        for d in items:
-            if "cmd" in d:
-                route(d["cmd"])
-                continue
-            raw = d["hdr"].to_bytes(HDR_BYTES, "little")[:min(d["length"], HDR_BYTES)]
-            raw += bytes(d["length"] - len(raw))
-            r = model.process(raw, d["port"], d["data_depth"], d["prio_depth"])
-            mask = bits("verdict") | bits("decap") | bits("marked")
-            value = {"verdict": VERDICTS.index(r["verdict"]), "decap": r["decap"], "marked": r["marked"]}
-            if r["packet"] is not None:
-                sent = min(min(len(raw), HDR_BYTES) - wire.IPV6_BYTES * r["decap"], len(r["packet"]))
-                value.update(port=r["port"], prio=r["queue"] == "prio", length=len(r["packet"]),
-                             hdr=int.from_bytes(r["packet"][:sent], "little"))
-                mask |= bits("port") | bits("prio") | bits("length") | (_ones(8 * sent) << fields["hdr"].offset)
-            out.append((NO_CYCLE, _pack(shape, value), mask))
-        return {"o": out}
-    return _in_order(outputs, lambda: model.counters)
-
-
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.
+<<<<<<< HEAD
 ADAPTERS = {"ev_expander": ev_expander, "progress_regfile": progress_regfile, "aggregator": aggregator,
             "usid_forwarder": usid_forwarder}
 
 #: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
 #: are always ready). The order-and-value models take any stalls.
 STALLS = {"progress_regfile", "aggregator", "usid_forwarder", "ev_expander"}
+=======
+ADAPTERS = {"spill_buffer": spill_buffer, "spill_node": spill_node, "chunk_bitmap": chunk_bitmap,
+            "ev_selector": ev_selector, "ev_expander": ev_expander, "bounded_loss_tracker": bounded_loss_tracker,
+            "pipeline": pipeline}
+
+#: Blocks whose model takes its outputs' ready: the side memory may stall them (the others' outputs
+#: are always ready). The order-and-value models take any stalls.
+STALLS = {"spill_buffer", "spill_node", "bounded_loss_tracker", "pipeline", "packet_fifo", "ev_expander"}
+>>>>>>> conv1
 
 
 class Side:

@@ -90,6 +90,32 @@ def packet_mask(port, word):
     return port._fields | ((1 << 8 * keep.bit_length()) - 1) << port._data
 
 
+def _wide(value):
+    return isinstance(value, int) and value >> 64
+
+
+def _difference(rtl, model, mask):
+    """How a field differs in its compared bits: ``(RTL, model)``; a field wider than 64 bits (packet data,
+    header bytes) as ``{"byte n": (RTL, model)}`` of its differing bytes; None if the compared bits agree."""
+    if not isinstance(rtl, int):
+        return rtl, model
+    diff = (rtl ^ model) & mask
+    if not diff:
+        return None
+    if not (_wide(rtl) or _wide(model) or _wide(mask)):
+        return rtl, model
+    return {f"byte {n}": (f"{rtl >> 8 * n & 255:#04x}", f"{model >> 8 * n & 255:#04x}")
+            for n in range((diff.bit_length() + 7) // 8) if diff >> 8 * n & 255}
+
+
+def _brief(value):
+    """A payload as printed: a field wider than 64 bits as its first 16 bytes in hex, byte 0 first."""
+    if not isinstance(value, dict):
+        return value
+    return {k: v.to_bytes(16 + (v.bit_length() + 7) // 8, "little")[:16].hex() + "..." if _wide(v) else v
+            for k, v in value.items()}
+
+
 class Lockstep:
     """``model`` beside ``component`` (module docstring). ``cycles`` counts the cycles compared since
     the last ``reset``."""
@@ -165,14 +191,9 @@ class Lockstep:
         layout = self.ports.outputs[name]
         if isinstance(layout, data.StructLayout):
             rtl, model, named = unpack(layout, got), unpack(layout, word), unpack(layout, mask)
-            fields = {k: (rtl[k], model[k]) for k in rtl if named[k] and rtl[k] != model[k]}
-            if "data" in fields and "keep" in rtl:          # a packet beat: say where its bytes differ first
-                diff = (rtl["data"] ^ model["data"]) & unpack(layout, mask)["data"]
-                at = ((diff & -diff).bit_length() - 1) // 8
-                fields["data"] = (f"byte {at} of the beat: RTL {rtl['data'] >> 8 * at & 255:#04x}, "
-                                  f"model {model['data'] >> 8 * at & 255:#04x}")
-                rtl, model = ({k: v for k, v in d.items() if k != "data"} for d in (rtl, model))
-            return f"{name}: RTL {rtl}, model {model}; differing fields (RTL, model) {fields}"
+            fields = {k: _difference(rtl[k], model[k], named[k]) for k in rtl if named[k] and rtl[k] != model[k]}
+            fields = {k: v for k, v in fields.items() if v}
+            return f"{name}: RTL {_brief(rtl)}, model {_brief(model)}; differing fields (RTL, model) {fields}"
         return f"{name}: RTL {unpack(layout, got)}, model {unpack(layout, word)}" + \
             (f" (compared bits {mask:#x})" if mask != (1 << width(layout)) - 1 else "")
 
@@ -232,8 +253,8 @@ class Lockstep:
         queue, layout = self.pending[port], self.ports.by_name[port].layout
         for word in beats:
             if not queue:
-                raise Mismatch(f"{where}: {port} beat {self.matched[port]} {unpack(layout, word)} that the model "
-                               "does not expect")
+                raise Mismatch(f"{where}: {port} beat {self.matched[port]} {_brief(unpack(layout, word))} that the "
+                               "model does not expect")
             want, mask = queue.popleft()
             if (word ^ want) & mask:
                 raise Mismatch(f"{where}: {port} beat {self.matched[port]} differs from the golden model: "
@@ -264,4 +285,4 @@ class Lockstep:
         if left:
             name = next(iter(left))
             raise Mismatch(f"expected beats never came out of the RTL: {left}; next on {name}: "
-                           f"{unpack(self.ports.by_name[name].layout, self.pending[name][0][0])}")
+                           f"{_brief(unpack(self.ports.by_name[name].layout, self.pending[name][0][0]))}")

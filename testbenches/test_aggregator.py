@@ -1,7 +1,7 @@
 """Aggregator allocator under Verilator: RTL vs golden model packet by packet, and sums vs numpy.
 
-Every test drives scapy-built INA packets into ``i`` and checks every packet out of ``o`` against
-``AggregatorModel`` fed the same packets in the same order (scoreboard). Directed tests, one per
+Every test drives scapy-built INA packets into ``i``; the lockstep checks every packet out of ``o``
+against ``AggregatorModel`` fed the packets in the order the RTL took them. Directed tests, one per
 rule of SPEC section 3 and named after the P4 table/action they mirror, also check each output
 against values computed here with numpy. A test-side ``PS`` checks every piece the switch emits
 independently: its values equal the numpy sum of exactly the workers in its bitmap; ATP/ESA's PS
@@ -21,7 +21,6 @@ from cocotb.triggers import RisingEdge
 
 from hdl import headers
 from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
-from hdl.packet import beat_layout
 from models.aggregator import ACK, INT32_MAX, INT32_MIN, OVERFLOW, RESEND, AggregatorModel, atp_add
 from models.aggregator import COUNTERS as MODEL_COUNTERS
 from models.headers import INA, IP, Ether, ina_packet, roce_packet
@@ -158,45 +157,91 @@ def coverage(policy):
     return cover
 
 
+def sample_before(model, raw):
+    """Coverage values of packet ``raw`` from the model's state before it is processed."""
+    if not model.is_ina(raw) or len(raw) != model.length:
+        return {"kind": "other"}
+    h = model._header(raw)
+    kind = ("ack" if h["flags"] & ACK else "data" if model.policy == "switchml" else "overflow"
+            if h["flags"] & OVERFLOW else "resend" if h["flags"] & RESEND else "data")
+    if kind != "ack" and not model._valid_contribution(h):
+        return {"kind": "other"}
+    if model.policy == "switchml":
+        if kind == "ack":
+            return {"kind": kind}
+        pool, s = model.pool[h["index"] & ~INA_SET_BIT], h["index"] >> 15
+        retransmission = bool(pool.bitmap[s] & h["bitmap"])
+        count = pool.count[s]
+        if retransmission:
+            progress = "complete" if count == 0 else "mid"
+        else:
+            progress = "fresh" if count == 0 else "completes" if count == 1 else "mid"
+        return {"kind": kind, "set": progress, "retransmission": "yes" if retransmission else "no"}
+    if h["index"] >= model.slots:
+        return {"kind": kind}
+    slot = model.state[h["index"]]
+    held = ("empty" if slot.jobseq == 0 else "other" if slot.jobseq != h["jobseq"]
+            else "same_complete" if slot.count == h["fanin"] else "same")
+    values = {"kind": kind, "slot": held}
+    if held == "other":
+        values["priority"] = ("higher" if h["priority"] > slot.priority else "equal"
+                              if h["priority"] == slot.priority else "lower")
+    return values
+
+
+class Observed(AggregatorModel):
+    """The golden model with the testbench's coverage sampled around each packet (the slot it meets,
+    the outcome) and the packets it makes counted (``made``: what the RTL still owes)."""
+
+    def __init__(self, params, cover):
+        super().__init__(params)
+        self.cover = cover
+
+    def reset(self):
+        super().reset()
+        self.made = 0
+
+    def process(self, port, item):
+        before, values = self.counters(), sample_before(self, bytes(item.data))
+        made = super().process(port, item)
+        self.made += len(made["o"])
+        for outcome in (k for k, v in self.counters().items() if v != before[k]):
+            self.cover.sample(outcome=outcome, **values)
+            if outcome in ("preempted", "collision") and "priority" in values and values.get("kind") == "data":
+                self.cover.sample(contest="preempted" if outcome == "preempted" else "collided",
+                                  priority=values["priority"])
+        return made
+
+
 class TB(tb.BlockTB):
-    """DUT + golden model + scoreboard + PS; every packet sent goes to both DUT and model."""
+    """DUT and golden model in lockstep, and the PS; every packet out goes to the PS."""
 
     name = "aggregator"
 
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
-        super().__init__(dut)
+        self.cover = coverage(tb.params().policy)
+        super().__init__(dut, Observed(tb.params(), self.cover))
         self.rng = rng
         self.policy, self.values = self.params.policy, self.params.values
-        self.layout = beat_layout(self.block.data_bytes)
-        self.source = tb.PacketSource(dut, "i", self.layout)
-        self.sink = tb.PacketSink(dut, "o", self.layout)
+        self.source = self.packet_source("i")
+        self.sink = self.packet_sink("o")
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
-        self.cycle = 0
         self.answer = True  # the PS answers complete rounds with an ACK
-        self.cover = coverage(self.policy)
         self.fresh()
-        cocotb.start_soon(self._count_cycles())
         cocotb.start_soon(self._consume())
 
     def fresh(self, rounds=()):
-        self.model = AggregatorModel(self.params)
-        self.board = tb.Scoreboard(f"aggregator[{self.policy}]")
+        """A new PS and tallies (the model is the lockstep's: a reset restarts it)."""
         self.ps = PS(rounds, self.policy)
-        self.expected = self.received = 0
+        self.received = 0
         self.sent, self.out = [], []
-
-    async def _count_cycles(self):
-        while True:
-            await RisingEdge(self.dut.clk)
-            self.cycle += 1
 
     async def _consume(self):
         while True:
             item = await self.sink.recv()
             if self.muted:
                 continue
-            self.board.check(item)
             self.received += 1
             self.out.append(item)
             for reply in self.ps.receive(item[0], item[1], self.cycle):
@@ -210,60 +255,19 @@ class TB(tb.BlockTB):
             meta = {"port": worker_port(h.bitmap.bit_length() - 1) if h is not None and h.bitmap else 99}
         self.source.send_nowait(raw, meta)
         self.sent.append(raw)
-        before, values = dict(self.model.counters), self.sample_before(raw)
-        for item in self.model.process(raw, meta):
-            self.board.expect(item)
-            self.expected += 1
-        for outcome in (k for k, v in self.model.counters.items() if v != before[k]):
-            self.cover.sample(outcome=outcome, **values)
-            if outcome in ("preempted", "collision") and "priority" in values and values.get("kind") == "data":
-                self.cover.sample(contest="preempted" if outcome == "preempted" else "collided",
-                                  priority=values["priority"])
-
-    def sample_before(self, raw):
-        """Coverage values of packet ``raw`` from the model's state before it is processed."""
-        model = self.model
-        if not model.is_ina(raw) or len(raw) != model.length:
-            return {"kind": "other"}
-        h = model._header(raw)
-        kind = ("ack" if h["flags"] & ACK else "data" if self.policy == "switchml" else "overflow"
-                if h["flags"] & OVERFLOW else "resend" if h["flags"] & RESEND else "data")
-        if kind != "ack" and not model._valid_contribution(h):
-            return {"kind": "other"}
-        if self.policy == "switchml":
-            if kind == "ack":
-                return {"kind": kind}
-            pool, s = model.pool[h["index"] & ~INA_SET_BIT], h["index"] >> 15
-            retransmission = bool(pool.bitmap[s] & h["bitmap"])
-            count = pool.count[s]
-            if retransmission:
-                progress = "complete" if count == 0 else "mid"
-            else:
-                progress = "fresh" if count == 0 else "completes" if count == 1 else "mid"
-            return {"kind": kind, "set": progress, "retransmission": "yes" if retransmission else "no"}
-        if h["index"] >= model.slots:
-            return {"kind": kind}
-        slot = model.state[h["index"]]
-        held = ("empty" if slot.jobseq == 0 else "other" if slot.jobseq != h["jobseq"]
-                else "same_complete" if slot.count == h["fanin"] else "same")
-        values = {"kind": kind, "slot": held}
-        if held == "other":
-            values["priority"] = ("higher" if h["priority"] > slot.priority else "equal"
-                                  if h["priority"] == slot.priority else "lower")
-        return values
 
     async def drain(self):
-        """Wait until every packet sent went through and every expected output came out."""
-        waited = 0
-        while self.source.queue or self.received < self.expected:
+        """Wait until every packet sent went through and every output the model made came out (and
+        stayed so for 3 cycles)."""
+        waited = quiet = 0
+        while quiet < 3:
             await RisingEdge(self.dut.clk)
             waited += 1
             assert waited < PATIENCE, (
-                f"no progress: {len(self.source.queue)} beats unsent, {self.expected - self.received} "
+                f"no progress: {len(self.source.queue)} beats unsent, {self.model.made - self.received} "
                 "expected packets missing")
-        for _ in range(3):
-            await RisingEdge(self.dut.clk)
-        assert self.sink.empty() and self.received == self.expected
+            quiet = quiet + 1 if not self.source.queue and self.received == self.model.made else 0
+        assert self.sink.empty()
 
     async def outputs(self, *packets):
         """Send ``packets``, drain, return the INA headers and metas they produced."""
@@ -287,9 +291,9 @@ class TB(tb.BlockTB):
         assert False, f"rounds {[hex(r.jobseq) for r in pending]} never completed"
 
     def finish(self, name):
-        self.board.check_done()
+        self.check_done()
         assert COUNTERS == MODEL_COUNTERS
-        counters = self.check_counters(self.model.counters)
+        counters = self.check_counters()
         self.conserved("packets in", len(self.sent), **counters)
         self.write_pcaps()
         self.cover.write()
@@ -649,7 +653,7 @@ async def atp_clean_app_id_and_seq(dut):
     alias = 1 << (t.params.slots - 1).bit_length()                     # past the pool; its low bits name slot 0
     await t.outputs(ina_packet(0, a.jobseq, alias, [0] * V, **ack))     # stray: the holder's job+seq, no such slot
     assert t.model.state[0].jobseq == a.jobseq
-    t.check_counters(t.model.counters)      # now: later steps would free the slot either way
+    t.check_counters()      # now: later steps would free the slot either way
     await t.outputs(ina_packet(0, a.jobseq, 0, [0] * V, overflow=1, resend=1, **ack))
     assert t.model.state[0].jobseq == 0 and t.model.counters["ack_freed"] == 1, "early ACK frees a partial"
     await t.outputs(a.packet(2), ina_packet(0, a.jobseq, 0, [0] * V, **ack))
@@ -882,7 +886,8 @@ async def reset_mid_traffic(dut):
     for rnd, w in trace:
         t.send(rnd.packet(w))
     landing = rng.randrange(len(trace) // 4, 3 * len(trace) // 4)     # beats taken before the reset
-    await t.reset_mid_traffic(landing, t.fresh)
+    await t.reset_mid_traffic(landing)
+    t.fresh()
     await traffic(t, rng, make_rounds(rng, nprng, t.params, jobs=3, rounds=6, first_job=4))
     t.finish("after_reset")
 

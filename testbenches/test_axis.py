@@ -23,6 +23,7 @@ from hdl.bounded_loss_tracker import BoundedLossTracker, cfg_layout, close_layou
 from models import wire
 from models.aggregator import AggregatorModel, AggregatorParams
 from models.bounded_loss_tracker import KINDS, PACKET_COUNTERS, BoundedLossTrackerModel, BoundedLossTrackerParams
+from models.contract import Packet
 from models.headers import dblp_packet, drain_request, ina_packet, roce_packet, spill_frame
 from testbenches import runner, tb
 
@@ -93,7 +94,7 @@ async def aggregator(dut):
                                   bitmap=(1 << p.workers) - 1))
         for packet in packets:
             port = rng.randrange(4)
-            expected += model.process(bytes(packet), {"port": port})
+            expected += model.process("i", Packet(bytes(packet), {"port": port}))["o"]
             await source.send(AxiStreamFrame(bytes(packet), tuser=port))
             sent += 1
     got = [await sink.recv() for _ in expected]

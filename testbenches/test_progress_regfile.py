@@ -1,4 +1,4 @@
-"""Symphony progress register file under Verilator, checked packet by packet against its golden model."""
+"""Symphony progress register file under Verilator, checked cycle by cycle against its golden model."""
 import collections
 import itertools
 import random
@@ -6,8 +6,7 @@ import random
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from hdl.packet import beat_layout
-from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams, config_layout
+from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models import wire
 from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, IPv6, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
@@ -74,7 +73,7 @@ def coverage_values(model, raw, now):
 def outcome_values(model, pre, before):
     """The model's decision for a packet: the counters it moved, the flow's lead over the job's live
     minimum, the stale other positions, the step closed; ``pre`` from ``coverage_values``."""
-    moved = {k for k, v in model.counters.items() if v != before[k]}
+    moved = {k for k, v in model.counters().items() if v != before[k]}
     if "tracked" not in moved:
         return {"outcome": "malformed" if "malformed" in moved else "unknown"}
     job, position = pre["job"], pre["position"]
@@ -96,61 +95,68 @@ def outcome_values(model, pre, before):
             "ecn": pre["ecn"], "sender": pre["sender"]}
 
 
+class Observed(ProgressRegfileModel):
+    """The golden model with the testbench's functional coverage sampled around each command and packet
+    (the model's state before and after it), and the order and timer cycle of each in ``events``."""
+
+    def __init__(self, params, cover):
+        super().__init__(params)
+        self.cover = cover
+        self.events = []                    # ("cfg", cmd, timer cycle) / ("pkt", bytes, timer cycle)
+
+    def config(self, cmd, cycle=0):
+        self.cover.sample(op=OPS.get(cmd["op"], "undefined"))
+        self.events.append(("cfg", cmd, cycle))
+        super().config(cmd, cycle)
+
+    def packet(self, raw, cycle=0):
+        self.events.append(("pkt", bytes(raw), cycle))
+        pre, before = coverage_values(self, raw, cycle), self.counters()
+        out = super().packet(raw, cycle)
+        moved = {k for k, v in self.counters().items() if v != before[k]}
+        if pre or "tracked" not in moved:
+            self.cover.sample(**outcome_values(self, pre, before) if pre else
+                              {"outcome": "malformed" if "malformed" in moved else "unknown"})
+        for idle in pre["idle"] if pre else ():
+            self.cover.sample(idle=idle)
+        return out
+
+
 class TB(tb.BlockTB):
-    """Sends packets and config commands; logs the order the RTL took them in; replays that order
-    through the golden model and compares every forwarded packet byte for byte."""
+    """Sends packets and config commands; the lockstep compares every cycle with the golden model; the
+    model logs the order and timer cycle the RTL took them in (``events``)."""
 
     name = "progress_regfile"
 
     def __init__(self, dut):
-        super().__init__(dut)
-        layout = beat_layout(self.block.data_bytes)
-        self.cfg_layout = config_layout(self.block.jobs, self.block.ring, self.block.step_bits, self.block.age_bits)
-        self.source = tb.PacketSource(dut, "i", layout)
-        self.sink = tb.PacketSink(dut, "o", layout)
-        self.cfg = tb.StreamSource(dut, "cfg", self.cfg_layout)
-        self.queued = collections.deque()   # packets handed to the source, not yet started
-        self.events = []                    # ("cfg", cmd, time) / ("pkt", bytes, time) / ("reset", received, 0)
+        self.cover = coverage()
+        super().__init__(dut, Observed(tb.params(), self.cover))
+        self.source = self.packet_source("i")
+        self.sink = self.packet_sink("o")
+        self.cfg = self.stream_source("cfg")
+        self.events = self.model.events
         self.received = []
         self.accepts, self.emits = [], []   # cycles of accepted first beats / delivered last beats
-        self.cycle = 0
-        self.time = 0                       # cycles since the reset was released (the RTL's timer)
-        self.cover = coverage()
-        cocotb.start_soon(self._monitor())
 
-    async def _monitor(self):
-        dut, layout = self.dut, self.source.layout
-        while True:
-            await RisingEdge(dut.clk)
-            self.cycle += 1
-            if dut.rst.value:
-                self.time = 0
-                continue
-            now, self.time = self.time, self.time + 1
-            if dut.cfg__valid.value and dut.cfg__ready.value:
-                self.events.append(("cfg", tb.unpack(self.cfg_layout, dut.cfg__payload.value.to_unsigned()), now))
-            if dut.i__valid.value and dut.i__ready.value:
-                if tb.unpack(layout, dut.i__payload.value.to_unsigned())["first"]:
-                    self.events.append(("pkt", self.queued.popleft(), now))
-                    self.accepts.append(self.cycle)
-            if dut.o__valid.value and dut.o__ready.value:
-                if (dut.o__payload.value.to_unsigned() >> layout["last"].offset) & 1:
-                    self.emits.append(self.cycle)
-            self.collect()
+    @property
+    def time(self):
+        """Cycles since the reset was released (the RTL's timer)."""
+        return self.model.time
+
+    def sample(self, values):
+        """The cycles of the first beats in and the last beats out; the packets the sink completed."""
+        if values["i__valid"] and values["i__ready"] and values["i__payload"] >> self.source.layout["first"].offset & 1:
+            self.accepts.append(self.cycle)
+        if values["o__valid"] and values["o__ready"] and values["o__payload"] >> self.sink.layout["last"].offset & 1:
+            self.emits.append(self.cycle)
+        self.collect()
 
     def collect(self):
         """Move the packets the sink completed to ``received``."""
         while not self.sink.empty():
             self.received.append(self.sink.queue.popleft()[0])
 
-    async def reset(self, cycles=3):
-        await super().reset(cycles)
-        self.queued.clear()
-        self.collect()
-        self.events.append(("reset", len(self.received), 0))
-
     def send(self, packet):
-        self.queued.append(bytes(packet))
         self.source.send_nowait(packet)
 
     def config(self, **cmd):
@@ -163,33 +169,11 @@ class TB(tb.BlockTB):
             await RisingEdge(self.dut.clk)
 
     def check(self, name):
-        """Replay the logged order through the model; compare packets, counters, flag, checksums."""
-        model = ProgressRegfileModel(self.params)
-        expected = []
-        for kind, item, now in self.events:
-            if kind == "cfg":
-                self.cover.sample(op=OPS.get(item["op"], "undefined"))
-                model.config(item, now)
-            elif kind == "pkt":
-                pre, before = coverage_values(model, item, now), dict(model.counters)
-                expected.append(model.packet(item, now))
-                moved = {k for k, v in model.counters.items() if v != before[k]}
-                if pre or "tracked" not in moved:
-                    self.cover.sample(**outcome_values(model, pre, before) if pre else
-                                      {"outcome": "malformed" if "malformed" in moved else "unknown"})
-                for idle in pre["idle"] if pre else ():
-                    self.cover.sample(idle=idle)
-            else:
-                del expected[item:]         # in flight at the reset: discarded
-                model.reset()
-        board = tb.Scoreboard(name)
-        for packet in expected:
-            board.expect(packet)
-        for packet in self.received:
-            board.check(packet)
-        board.check_done()
-        counters = self.check_counters(model.counters)
-        assert bool(self.dut.saturated.value) == model.saturated
+        """End of a test (the lockstep compared every cycle): every packet out, counters, flag, checksums."""
+        self.collect()
+        assert self.model.out is None, f"{name}: a beat still waits in the output register"
+        counters = self.check_counters()
+        assert bool(self.dut.saturated.value) == self.model.saturated
         for raw in self.received:
             packet = Ether(raw)
             if IP in packet and packet[IP].ihl == 5 and len(raw) >= 34:
@@ -199,7 +183,7 @@ class TB(tb.BlockTB):
         self.write_pcaps()
         self.cover.write()
         cocotb.log.info("%s: %d packets, counters %s", name, len(self.received), counters)
-        return model
+        return self.model
 
 
 def qp_of(job, position):
@@ -426,7 +410,7 @@ async def delta_edges(dut):
     await t.settle()
     model = t.check("delta_edges")
     assert [Ether(raw)[IP].tos & 3 for raw in t.received] == [NOT_ECT, ECT0, NOT_ECT, CE, CE, ECT0, ECT1]
-    assert model.counters["marked"] == 1 and model.counters["not_ect"] == 1, model.counters
+    assert model.counters["marked"] == 1 and model.counters["not_ect"] == 1, model.counters()
 
 
 @cocotb.test()

@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from models.aggregator import POLICIES, AggregatorModel, AggregatorParams
+from models.contract import Packet
 from models.headers import INA, Ether, ina_packet
 from tools.cli import Parser, integer, run
 
@@ -220,7 +221,7 @@ def simulate(policy, seed, **config):
         raw = loop.arrivals()
         loop.leave(outputs)
         loop.tick(*occupancy(model))
-        outputs = model.process(raw, {"port": IN_PORT}) if raw is not None else []
+        outputs = model.process("i", Packet(raw, {"port": IN_PORT}))["o"] if raw is not None else []
     return loop, model
 
 
@@ -296,7 +297,7 @@ def main(argv=None):
         finish = loop.finish
         row = dict(policy=policy, **{f"job{j}_prio{j}": finish.get(j, "") for j in range(args.jobs)},
                    mean_jct=sum(finish.values()) / max(len(finish), 1), wrong_sums=len(loop.wrong_sums()),
-                   **loop.stats(model.counters))
+                   **loop.stats(model.counters()))
         rows.append(row)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", newline="") as f:

@@ -184,7 +184,7 @@ def simulate(setting, throttle, seed, record=False):
     done = {j: max(f.done if f.done is not None else s.max_cycles for f in flows.values() if f.job == j)
             for j in range(JOBS)}
     return dict(done=done, marks={f"{j}{p}": f.marks for (j, p), f in flows.items()},
-                counters=dict(model.counters), cycles=cycle, **({"cycles_io": io} if record else {}))
+                counters=model.counters(), cycles=cycle, **({"cycles_io": io} if record else {}))
 
 
 def mean_done(setting, throttle, seeds):
