@@ -30,8 +30,10 @@ def kind_of(name, mode):
 
 
 def _block(nodeid):
-    """The block of a formal test: ``formal/test_<block>.py`` (or ``formal/<family>/test_<block>.py``)."""
-    return Path(nodeid.split("::")[0]).stem.removeprefix("test_")
+    """The block of a formal test, its registry name: ``formal/test_<block>.py``, or
+    ``formal/<family>/test_<member>.py`` for ``family.member``."""
+    *family, stem = Path(nodeid.split("::")[0]).with_suffix("").parts[1:]
+    return ".".join([*family, stem.removeprefix("test_")])
 
 
 def rows(found):
