@@ -11,7 +11,7 @@ from testbenches import checked, runner, tb
 from tools.traffic import roce_beats
 
 #: The soak's wrapper of the in-switch spill buffer (one Verilator build for both).
-WRAPPER = checked.soak_params("spill_buffer[inswitch]")
+WRAPPER = checked.soak_params("spillway.inswitch")
 BEATS = 120
 
 
@@ -20,8 +20,8 @@ def setup():
     component = checked.checked_of(**tb.params()).block
     beats = roce_beats(component, BEATS, random.Random(tb.seed()))
     layout = component.signature.members["i"].signature.members["payload"].shape
-    params = block("spill_buffer").make_params(tb.params()["params"])
-    expected = checked.expect("spill_buffer", component, params, beats)
+    params = block("spillway.inswitch").make_params(tb.params()["params"])
+    expected = checked.expect("spillway.inswitch", component, params, beats)
     assert len(expected.outputs["o"]) == BEATS, "qdepth 0, ports 0..3 (roce_beats): every packet is forwarded"
     return component, [tb.pack(layout, b) for b in beats], expected
 
@@ -116,7 +116,7 @@ async def commands(dut):
     await checked.check(dut, component, words, clean)                    # restored: passes again
 
 
-@runner.parametrize(__name__, {"spill_buffer": WRAPPER, "ev_expander": checked.soak_params("ev_expander")},
+@runner.parametrize(__name__, {"spillway.inswitch": WRAPPER, "ev_expander": checked.soak_params("ev_expander")},
                     select=lambda config, test: (test == "commands") == (config == "ev_expander"))
 def test_checked(params, testcase, record_property):
     record_property("innet", runner.run(checked.checked_of, params, __name__, testcase, block="checked"))
