@@ -209,12 +209,19 @@ def test_regress_bad_input(args, says):
 
 
 def test_regress_shards(tmp_path):
-    """Two shards of a two-seed sweep run every test once per seed; the merge counts them all."""
+    """Two shards of a two-seed sweep run every test once per seed; the merge counts them all. Written
+    under ``tmp_path``: the user's ``build/regress`` is never touched (a later ``make regress-merge``
+    would count these runs)."""
     test = "testbenches/test_headers.py"
-    runs = [cli("tools.regress", "--seeds", "2", "--first", "7", "--shard", f"{i}/2", "--tests", test)
-            for i in (1, 2)]
+    regress = ROOT / "build" / "regress"
+    listing = lambda: {p: p.stat().st_mtime for p in regress.rglob("*")} if regress.exists() else {}  # noqa: E731
+    before = listing()
+    runs = [cli("tools.regress", "--seeds", "2", "--first", "7", "--shard", f"{i}/2", "--tests", test,
+                "--out", str(tmp_path)) for i in (1, 2)]
     assert all(r.returncode == 0 for r in runs), [r.stdout[-2000:] for r in runs]
-    merged = cli("tools.regress", "--merge", *(f"build/regress/shard-{i}-of-2.xml" for i in (1, 2)))
+    merged = cli("tools.regress", "--out", str(tmp_path), "--merge", *(str(tmp_path / f"shard-{i}-of-2.xml")
+                                                                       for i in (1, 2)))
+    assert listing() == before, "wrote into build/regress"
     assert merged.returncode == 0, merged.stdout
     collected = cli("pytest", "--collect-only", "-q", test).stdout
     count = sum("::" in line for line in collected.splitlines())
