@@ -137,6 +137,30 @@ def test_waves_newest_dump(tmp_path):
         newest_dump(tmp_path / "empty")
 
 
+def test_waves_newest_dump_is_the_users(tmp_path):
+    """A newer dump inside a copy of the repository under build/ (the suite's clones in
+    ``build/readme-*``, a mutation run's tree) is not the user's: the user's newest is shown."""
+    own = tmp_path / "spillway" / "p3-vcd" / "random_traffic" / "dump.vcd"
+    clone = tmp_path / "readme-gw1"
+    copied = clone / "build" / "spill_buffer" / "x-vcd" / "random_traffic" / "dump.vcd"
+    for path, mtime in ((own, 1000), (copied, 2000)):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+        os.utime(path, (mtime, mtime))
+    (clone / "registry.py").write_text("")
+    assert newest_dump(tmp_path) == own
+
+
+def test_waves_unknown_signal_names_close_ones(dumps):
+    """A signal name that matches nothing is an error naming the close matches, even beside names that
+    match (it was dropped without a word, and a timing diagram drew the others)."""
+    line = fails("waves", str(dumps["dump.vcd"]), "o__valid", "o__vaild", "i__payload.dat")
+    assert "no signal matches o__vaild, close: o__valid" in line, line
+    assert "no signal matches i__payload.dat, close: i__payload.data" in line, line
+    assert "no signal matches nonexistent_sig (see --list)" in fails("waves", str(dumps["dump.vcd"]),
+                                                                     "nonexistent_sig", "o__valid")
+
+
 def test_report_unknown_block():
     assert "unknown block 'nosuchblock'; known: packet_fifo" in fails("report", "nosuchblock")
 
