@@ -1,7 +1,10 @@
 """Disaggregated Spillway end to end under Verilator: the switch side (``SpillBuffer``,
 ``mode="disaggregated"``) and the spill node, their links closed by Python delay lines of ``latency``
 cycles each way. Every output of both is compared with its golden model every cycle
-(``SpillSwitchModel``, ``SpillNodeModel``); then counters, conservation and per-flow order end to end."""
+(``SpillSwitchModel``, ``SpillNodeModel``); then counters, conservation and per-flow order end to end.
+Besides ``in.pcap`` and ``out.pcap`` each run writes the spill link's frames, both directions, as
+the switch's ports saw them: ``spill_o.pcap`` (switch to node: DATA and DRAIN frames, EtherType
+0x88B5) and ``spill_i.pcap`` (node to switch: RETURN frames, and the bogus ones a test injects)."""
 import collections
 import itertools
 import os
@@ -14,7 +17,7 @@ from cocotb.triggers import RisingEdge
 from hdl.packet import beat_layout
 from hdl.spill_node import link_layout
 from models import wire
-from models.headers import IP, UDP, Ether, Raw, roce_packet, spill_frame
+from models.headers import IP, UDP, Ether, Raw, Spill, roce_packet, spill_frame
 from models.packet import beats_of
 from models.spill_buffer import CREDIT_COUNTERS, SpillSwitchModel
 from models.spill_node import COUNTERS as NODE_COUNTERS
@@ -32,6 +35,25 @@ def _masked(beat):
     out = dict(beat)
     out["data"] &= (1 << 8 * beat["keep"].bit_length()) - 1
     return out
+
+
+class LinkLog:
+    """The frames one direction of the spill link carried: a ``tb.Frame`` each, stamped with the
+    simulation time of its first beat (for a pcap)."""
+
+    def __init__(self, width):
+        self.width, self.partial, self.start, self.log = width, bytearray(), None, []
+
+    def beat(self, beat):
+        if beat["first"]:
+            self.partial, self.start = bytearray(), tb.now()
+        self.partial += beat["data"].to_bytes(self.width, "little")[:beat["keep"].bit_length()]
+        if beat["last"]:
+            self.log.append(tb.Frame(self.start, bytes(self.partial)))
+            self.partial = bytearray()
+
+    def reset(self):
+        self.partial = bytearray()
 
 
 class TB(tb.BlockTB):
@@ -56,6 +78,7 @@ class TB(tb.BlockTB):
         self.o_layout = beat_layout(self.W, self.block.out_meta)
         self.source = tb.PacketSource(dut, "i", self.i_layout)
         self.sink = tb.PacketSink(dut, "o", self.o_layout)
+        self.links = {"spill_o": LinkLog(self.W), "spill_i": LinkLog(self.W)}    # switch -> node, node -> switch
         self.switch = SpillSwitchModel(p)
         self.node = SpillNodeModel(node_params(p))
         self.service = service
@@ -84,6 +107,8 @@ class TB(tb.BlockTB):
         self.switch.reset()
         self.node.reset()
         self.sink.clear()
+        for link in self.links.values():
+            link.reset()
         self._clear()                           # the links are reset with both ends (chosen)
 
     def send(self, packet, port):
@@ -140,6 +165,9 @@ class TB(tb.BlockTB):
                     self.queues[out["o"]["meta"]["port"] % self.ports] += 1
             if out["spill_o"] is not None and so_ready:
                 self.down.append((self.cycle + self.latency, out["spill_o"]))
+                self.links["spill_o"].beat(get("spill_o", self.link))
+            if si is not None:                  # spill_i is always ready
+                self.links["spill_i"].beat(si)
             node_sent = n_out is not None and no_ready
             if node_sent:
                 self.up.append((self.cycle + self.latency, n_out))
@@ -212,6 +240,8 @@ class TB(tb.BlockTB):
             assert n > last.get(flow, -1), f"flow {flow} reordered at packet {n}"
             last[flow] = n
         self.write_pcaps()
+        for name, link in self.links.items():
+            tb.write_pcap(name, link.log)
         cocotb.log.info("%s: %d in, switch %s, node %s, %d cycles", name, len(self.sent), c, node, self.cycle)
 
 
@@ -275,6 +305,11 @@ async def random_traffic(dut):
     assert c["spilled"] > 30 and c["reinjected"] == c["spilled"] and c["drain_requests"] > 30, c
     assert c["spilled"] == spilled + 3, "the three shortest packets were spilled (and came back)"
     t.check("random_traffic")
+    # the spill link's pcaps: every frame a spill frame (EtherType 0x88B5), one per DATA, DRAIN and RETURN
+    down, up = (collections.Counter(Ether(f.data)[Spill].op for f in t.links[name].log)
+                for name in ("spill_o", "spill_i"))
+    assert down == {wire.SPILL_DATA: c["spilled"], wire.SPILL_DRAIN: c["drain_requests"]}, (down, c)
+    assert up == {wire.SPILL_RETURN: c["reinjected"]}, (up, c)
 
 
 @cocotb.test()
