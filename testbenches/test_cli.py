@@ -318,3 +318,11 @@ def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
     cover.write()
     bins = json.loads((tmp_path / "functional.json").read_text())["items"]["axb"]["bins"]
     assert bins == {"('x', 1)": 1, "('x', 2)": 0, "('y', 2)": 1}, bins
+
+
+def test_xdist_status_once():
+    """Under ``make test`` (``-q -n 2``, output not a terminal) pytest-xdist's status line is written
+    once, not "bringing up nodes..." twice."""
+    result = cli("pytest", "-q", "-n", "2", "testbenches/test_headers.py")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert result.stdout.count("bringing up nodes...") == 1, result.stdout
