@@ -326,3 +326,14 @@ def test_xdist_status_once():
     result = cli("pytest", "-q", "-n", "2", "testbenches/test_headers.py")
     assert result.returncode == 0, result.stdout[-2000:]
     assert result.stdout.count("bringing up nodes...") == 1, result.stdout
+
+
+def test_make_coverage_unknown_block():
+    """``make coverage BLOCKS=nonexistent`` answers with one line naming the known blocks (it ran
+    pytest on a missing file: "no tests ran ... Error 5")."""
+    result = subprocess.run(["make", "coverage", "BLOCKS=nonexistent"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert lines == ["blocks: unknown block 'nonexistent'; known: " + ", ".join(BLOCKS)], result.stderr
+    assert "pytest" not in result.stdout, result.stdout

@@ -2,13 +2,14 @@
 
     python -m tools.blocks            # list them
     python -m tools.blocks --readme   # rewrite the README's block table from the registry
+    python -m tools.blocks --check a b   # fail with one line unless every name is a registered block
 
 The README's table sits between the markers ``<!-- blocks -->`` and ``<!-- /blocks -->``;
 ``testbenches/test_readme.py`` fails when it differs from ``readme_table()``.
 """
 from pathlib import Path
 
-from registry import BLOCKS
+from registry import BLOCKS, block
 from tools.cli import Parser, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,13 @@ def rewrite(path=README):
 def main(argv=None):
     parser = Parser(prog="blocks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", action="store_true", help="rewrite the README's block table")
-    if parser.parse_args(argv).readme:
+    parser.add_argument("--check", nargs="*", metavar="NAME", help="check that these are registered blocks")
+    args = parser.parse_args(argv)
+    if args.check is not None:
+        for name in args.check:
+            block(name)         # KeyError naming the known blocks
+        return
+    if args.readme:
         print(f"{README}: {'block table updated' if rewrite() else 'block table up to date'}")
         return
     width = max(map(len, BLOCKS)) + 2
