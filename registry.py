@@ -10,6 +10,8 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amaranth._unused import MustUse
+
 __all__ = ["Block", "BLOCKS", "ROOT", "block", "names", "variant"]
 
 ROOT = Path(__file__).resolve().parent
@@ -53,10 +55,36 @@ class Block:
         """The Component with ``params`` (default parameters when None)."""
         return self.component_cls(params if params is not None else self.params_cls())
 
+    def interface(self, params=None):
+        """The Component with ``params``, built for its ports and shapes only (never elaborated): it and
+        the elaboratables it made (submodules, memories) are marked used, so Amaranth does not warn
+        that they were created but never used (``UnusedElaboratable``)."""
+        component = self.build(params)
+        _mark_used(component, set())
+        return component
+
     def files(self):
         """The block's files, relative to the repository root."""
         files = [f"hdl/{self.name}.py", f"models/{self.name}.py", f"testbenches/test_{self.name}.py"]
         return files + ([f"formal/test_{self.name}.py"] if self.formal else [])
+
+
+def _mark_used(value, seen):
+    """Mark every Amaranth elaboratable reachable from ``value`` through attributes, lists and dicts used."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, MustUse):
+        value._MustUse__used = True
+        children = vars(value).values()
+    elif isinstance(value, (list, tuple)):
+        children = value
+    elif isinstance(value, dict):
+        children = value.values()
+    else:
+        return
+    for child in children:
+        _mark_used(child, seen)
 
 
 BLOCKS = {b.name: b for b in [

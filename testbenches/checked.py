@@ -903,7 +903,7 @@ def soak_params(name):
     import registry
     b, overrides, _ = registry.variant(name)
     params = b.make_params({**b.bench, **SOAK.get(b.name, {}), **overrides})
-    loop = "spill_o" in b.build(params).signature.members
+    loop = "spill_o" in b.interface(params).signature.members
     return {"block": b.name, "params": params.as_dict(), "depth": BATCH, "exp_depth": EXPECTED,
             **({"latency": LATENCY} if loop else {})}
 

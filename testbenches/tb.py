@@ -437,7 +437,7 @@ class BlockTB:
     def __init__(self, dut):
         self.dut = dut
         self.params = params()
-        self.block = registry.block(self.name).build(self.params)
+        self.block = registry.block(self.name).interface(self.params)
         self.counter_names = tuple(getattr(importlib.import_module(f"models.{self.name}"), "COUNTERS", ()))
         self.resetting = False
         self.muted = False          # outputs are discarded while a reset lands mid-traffic

@@ -259,9 +259,14 @@ def test_emit_unwritable(tmp_path):
 
 
 def test_emit(tmp_path):
-    result = cli("tools.emit", "-o", str(tmp_path), "packet_fifo")
+    """Verilog of a block with packet ports (and its AXI4-Stream wrapper) and of one without; no
+    Component is built and left unused (Amaranth's UnusedElaboratable warning: it built a block
+    without packet ports twice, once only to look for packet ports)."""
+    result = cli("tools.emit", "-o", str(tmp_path), "packet_fifo", "ev_expander")
     assert result.returncode == 0, result.stderr
     assert "module packet_fifo" in (tmp_path / "packet_fifo.v").read_text()
+    assert "module ev_expander" in (tmp_path / "ev_expander.v").read_text()
+    assert "UnusedElaboratable" not in result.stderr, result.stderr
 
 
 def test_speed_bad_input(tmp_path):

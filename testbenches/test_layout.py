@@ -5,6 +5,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from amaranth._unused import MustUse
 
 from models.params import Params
 from registry import BLOCKS, ROOT
@@ -80,3 +81,30 @@ def test_registry_doc_names_files():
     readme = Path(ROOT / "README.md").read_text()
     for pattern in ("hdl/<name>.py", "models/<name>.py", "testbenches/test_<name>.py", "formal/test_<name>.py"):
         assert pattern in readme, f"README's 'Adding a block' does not mention {pattern}"
+
+
+def _elaboratables(value, seen=None):
+    """Every Amaranth elaboratable reachable from ``value`` through attributes, lists and dicts."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, MustUse):
+        return [value] + [e for child in vars(value).values() for e in _elaboratables(child, seen)]
+    if isinstance(value, (list, tuple, dict)):
+        return [e for child in (value.values() if isinstance(value, dict) else value)
+                for e in _elaboratables(child, seen)]
+    return []
+
+
+def test_interface_leaves_nothing_unused():
+    """``Block.interface`` (a Component for its ports and shapes, never elaborated) marks it and what it
+    made used: the soak's parameters and the testbenches built one per block and Amaranth warned that
+    it was never used (UnusedElaboratable)."""
+    for b in BLOCKS.values():
+        made = _elaboratables(b.build())
+        assert any(not e._MustUse__used for e in made), f"{b.name}: build() leaves it to be used"
+        for e in made:                  # (this one is not used either: no warning of it)
+            e._MustUse__used = True
+        unused = [e for e in _elaboratables(b.interface()) if not e._MustUse__used]
+        assert not unused, f"{b.name}: {unused}"
