@@ -33,8 +33,8 @@ HEX_WORDS = ("data", "keep", "bitmap", "header", "payload", "mask", "addr", "va"
 #: Width in pixels of the wave pane of the window the save file opens (``[size]`` less the signal
 #: tree and the names): the zoom fills it with the first window.
 WAVE_PIXELS = 1000
-#: Cycles shown before the first beat and after the last stream's first beat; the window's limit.
-BEFORE, AFTER, MAX_CYCLES = 4, 12, 256
+#: Cycles shown before the first beat and after the last stream's first beat; the window's limit (10 pixels a cycle).
+BEFORE, AFTER, MAX_CYCLES = 4, 12, 100
 
 
 def first_window(wave, groups):
