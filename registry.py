@@ -4,7 +4,7 @@
 read ``BLOCKS``. A block named ``name`` lives in ``hdl/<name>.py`` (the Component),
 ``models/<name>.py`` (its parameters object and golden model), ``testbenches/test_<name>.py`` and,
 with ``formal``, ``formal/test_<name>.py``; ``testbenches/test_layout.py`` checks that these files
-exist and that every Component file in ``hdl/`` is registered. See "Adding a block" in the README.
+exist and that every Component file in ``hdl/`` is registered. See docs/adding-a-block.md.
 """
 import importlib
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ class Block:
     model: str                  #: its golden model class in models/<name>.py
     title: str                  #: what the block is, for tables
     spec: str = ""              #: SPEC.md section
+    doc: str = ""               #: its specification page in docs/ (the README's block table links it)
     formal: bool = True         #: has formal/test_<name>.py
     stimulus: str = "roce"      #: line-rate benchmark stimulus (tools/traffic.py)
     bench: dict = field(default_factory=dict)   #: benchmark parameter overrides
@@ -90,37 +91,39 @@ def _mark_used(value, seen):
 BLOCKS = {b.name: b for b in [
     Block("packet_fifo", "PacketFifo", "PacketFifoParams", "PacketFifoModel",
           "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
-          bench={"data_bytes": 64}),
+          bench={"data_bytes": 64}, doc="docs/blocks/packet_fifo.md"),
     Block("spill_buffer", "SpillBuffer", "SpillBufferParams", "SpillBufferModel",
           "Spillway spill buffer manager, switch side of a spill node (variant inswitch: "
           "in-switch buffering baseline)", spec="§1", variants={"inswitch": {"mode": "inswitch"}},
-          tests=("testbenches/test_spillway.py",)),
+          tests=("testbenches/test_spillway.py",), doc="docs/blocks/spillway.md"),
     Block("spill_node", "SpillNode", "SpillNodeParams", "SpillNodeModel",
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", spec="§1",
-          stimulus="spill", bench={"data_bytes": 128}),
+          stimulus="spill", bench={"data_bytes": 128}, doc="docs/blocks/spillway.md"),
     Block("progress_regfile", "ProgressRegfile", "ProgressRegfileParams", "ProgressRegfileModel",
-          "Symphony progress register file", spec="§2"),
+          "Symphony progress register file", spec="§2", doc="docs/blocks/symphony.md"),
     Block("aggregator", "Aggregator", "AggregatorParams", "AggregatorModel",
           "ESA aggregator allocator, ATP/SwitchML baselines", spec="§3", stimulus="ina",
-          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
+          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}, doc="docs/blocks/esa.md"),
     Block("pipeline", "Pipeline", "PipelineParams", "PipelineModel",
           "Switch pipeline top: aggregator → progress register file → Spillway switch side "
           "(variant inswitch: spill buffer + packet store)",
           stimulus="mixed",
           # the default stage 3 (models.pipeline.PipelineParams.spill) in the in-switch baseline mode
           variants={"inswitch": {"spill": {"high": 12, "low": 4, "capacity": 8, "handle_bits": 6,
-                                           "data_bytes": 128, "mode": "inswitch"}}}),
+                                           "data_bytes": 128, "mode": "inswitch"}}}, doc="docs/blocks/pipeline.md"),
     Block("usid_forwarder", "UsidForwarder", "UsidForwarderParams", "UsidForwarderModel",
-          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc"),
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", spec="§5", stimulus="mrc", doc="docs/blocks/mrc.md"),
     Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
-          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests",
+          doc="docs/blocks/mrc.md"),
     Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs",
+          doc="docs/blocks/mrc.md"),
     Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
-          "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
+          "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr", doc="docs/blocks/sdr.md"),
     Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",
           "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", spec="§4",
-          stimulus="dblp"),
+          stimulus="dblp", doc="docs/blocks/dblp.md"),
 ]}
 
 

