@@ -77,7 +77,7 @@ class Shell:
     def __init__(self, root):
         self.root = root
         self.env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        self._sim = None
+        self._sim = self._scenarios = None
         self.sim_output = ""
 
     def __call__(self, command):
@@ -101,6 +101,13 @@ class Shell:
             self.sim_output, _ = self("make sim")
             self._sim = self.newest("spillway/*-vcd/random_traffic/dump.vcd", start)
         return self._sim
+
+    def scenarios(self):
+        """Run `make scenarios` once, on one scenario."""
+        if not self._scenarios:
+            start = time.time()
+            self("make scenarios PYTEST_ARGS='-k symphony'")
+            self._scenarios = self.newest("scenarios/symphony.csv", start)
 
     def after_sim(self):
         """`make sim`'s waveform, made the newest dump of the clone's runs (as right after `make sim`)."""
@@ -172,14 +179,11 @@ def _proofs_docs(sh):
 
 
 def _scenarios(sh):
-    start = time.time()
-    sh("make scenarios PYTEST_ARGS='-k symphony'")
-    sh.newest("scenarios/symphony.csv", start)
+    sh.scenarios()
 
 
 def _scenario_table(sh):
-    if not (sh.root / "build/scenarios/symphony.csv").exists():
-        _scenarios(sh)
+    sh.scenarios()          # a run whose CSVs to tabulate
     out, _ = sh(".venv/bin/python -m tools.scenario_table --docs")
     assert "symphony" in out and "written from build/scenarios" in out, out
 
@@ -299,11 +303,6 @@ def _mutants_list(sh):
     assert re.search(r"^\s*0 \w+ +hdl/aggregator.py:\d+: ", out, re.M), out
 
 
-def _soak(sh):
-    out, _ = sh("INNET_SOAK=0.01 .venv/bin/python -m pytest -m soak testbenches/test_soak.py -k packet_fifo")
-    assert re.search(r"\b1 passed\b", out), out
-
-
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
@@ -347,7 +346,6 @@ SMOKE = {
     "make mutants BLOCK=ev_expander N=3": _mutants,
     "make mutants BLOCK=all MUTANT_ARGS=--summary": _mutants_summary,
     ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
-    "INNET_SOAK=100 .venv/bin/python -m pytest -m soak testbenches/test_soak.py": _soak,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
     ".venv/bin/python -m tools.blocks --readme": _blocks_readme,
