@@ -32,12 +32,13 @@ $(STAMP): pyproject.toml tools/setup.sh
 ## Default simulation: Spillway as the paper describes it (switch side + spill node through link delay
 ## lines) under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest testbenches/test_spillway.py -k random_traffic $(PYTEST_ARGS)
+	WAVES=1 $(PY) -m pytest testbenches/test_spillway.py -k random_traffic $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make sim')
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: lint
-	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 tests testbenches formal scenarios $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 tests testbenches formal scenarios \
+	    $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make test')
 
 ## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
 lint: setup
@@ -67,6 +68,7 @@ regress-merge: setup
 
 ## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
 coverage: setup
+	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS))
 	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
 	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)

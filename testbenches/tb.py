@@ -485,7 +485,7 @@ class BlockTB:
         self.dut = dut
         self.params = params()
         entry = registry.block(self.name)
-        self.block = entry.build(self.params)
+        self.block = entry.interface(self.params)
         self.model = model if model is not None else entry.model(self.params)
         self.lockstep = Lockstep(self.block, self.model)
         self.resetting = False

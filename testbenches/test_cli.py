@@ -137,6 +137,30 @@ def test_waves_newest_dump(tmp_path):
         newest_dump(tmp_path / "empty")
 
 
+def test_waves_newest_dump_is_the_users(tmp_path):
+    """A newer dump inside a copy of the repository under build/ (the suite's clones in
+    ``build/readme-*``, a mutation run's tree) is not the user's: the user's newest is shown."""
+    own = tmp_path / "spillway" / "p3-vcd" / "random_traffic" / "dump.vcd"
+    clone = tmp_path / "readme-gw1"
+    copied = clone / "build" / "spill_buffer" / "x-vcd" / "random_traffic" / "dump.vcd"
+    for path, mtime in ((own, 1000), (copied, 2000)):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+        os.utime(path, (mtime, mtime))
+    (clone / "registry.py").write_text("")
+    assert newest_dump(tmp_path) == own
+
+
+def test_waves_unknown_signal_names_close_ones(dumps):
+    """A signal name that matches nothing is an error naming the close matches, even beside names that
+    match (it was dropped without a word, and a timing diagram drew the others)."""
+    line = fails("waves", str(dumps["dump.vcd"]), "o__valid", "o__vaild", "i__payload.dat")
+    assert "no signal matches o__vaild, close: o__valid" in line, line
+    assert "no signal matches i__payload.dat, close: i__payload.data" in line, line
+    assert "no signal matches nonexistent_sig (see --list)" in fails("waves", str(dumps["dump.vcd"]),
+                                                                     "nonexistent_sig", "o__valid")
+
+
 def test_report_unknown_block():
     assert "unknown block 'nosuchblock'; known: packet_fifo" in fails("report", "nosuchblock")
 
@@ -209,12 +233,19 @@ def test_regress_bad_input(args, says):
 
 
 def test_regress_shards(tmp_path):
-    """Two shards of a two-seed sweep run every test once per seed; the merge counts them all."""
+    """Two shards of a two-seed sweep run every test once per seed; the merge counts them all. Written
+    under ``tmp_path``: the user's ``build/regress`` is never touched (a later ``make regress-merge``
+    would count these runs)."""
     test = "testbenches/test_headers.py"
-    runs = [cli("tools.regress", "--seeds", "2", "--first", "7", "--shard", f"{i}/2", "--tests", test)
-            for i in (1, 2)]
+    regress = ROOT / "build" / "regress"
+    listing = lambda: {p: p.stat().st_mtime for p in regress.rglob("*")} if regress.exists() else {}  # noqa: E731
+    before = listing()
+    runs = [cli("tools.regress", "--seeds", "2", "--first", "7", "--shard", f"{i}/2", "--tests", test,
+                "--out", str(tmp_path)) for i in (1, 2)]
     assert all(r.returncode == 0 for r in runs), [r.stdout[-2000:] for r in runs]
-    merged = cli("tools.regress", "--merge", *(f"build/regress/shard-{i}-of-2.xml" for i in (1, 2)))
+    merged = cli("tools.regress", "--out", str(tmp_path), "--merge", *(str(tmp_path / f"shard-{i}-of-2.xml")
+                                                                       for i in (1, 2)))
+    assert listing() == before, "wrote into build/regress"
     assert merged.returncode == 0, merged.stdout
     collected = cli("pytest", "--collect-only", "-q", test).stdout
     count = sum("::" in line for line in collected.splitlines())
@@ -228,9 +259,14 @@ def test_emit_unwritable(tmp_path):
 
 
 def test_emit(tmp_path):
-    result = cli("tools.emit", "-o", str(tmp_path), "packet_fifo")
+    """Verilog of a block with packet ports (and its AXI4-Stream wrapper) and of one without; no
+    Component is built and left unused (Amaranth's UnusedElaboratable warning: it built a block
+    without packet ports twice, once only to look for packet ports)."""
+    result = cli("tools.emit", "-o", str(tmp_path), "packet_fifo", "ev_expander")
     assert result.returncode == 0, result.stderr
     assert "module packet_fifo" in (tmp_path / "packet_fifo.v").read_text()
+    assert "module ev_expander" in (tmp_path / "ev_expander.v").read_text()
+    assert "UnusedElaboratable" not in result.stderr, result.stderr
 
 
 def test_speed_bad_input(tmp_path):
@@ -287,3 +323,22 @@ def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
     cover.write()
     bins = json.loads((tmp_path / "functional.json").read_text())["items"]["axb"]["bins"]
     assert bins == {"('x', 1)": 1, "('x', 2)": 0, "('y', 2)": 1}, bins
+
+
+def test_xdist_status_once():
+    """Under ``make test`` (``-q -n 2``, output not a terminal) pytest-xdist's status line is written
+    once, not "bringing up nodes..." twice."""
+    result = cli("pytest", "-q", "-n", "2", "testbenches/test_headers.py")
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert result.stdout.count("bringing up nodes...") == 1, result.stdout
+
+
+def test_make_coverage_unknown_block():
+    """``make coverage BLOCKS=nonexistent`` answers with one line naming the known blocks (it ran
+    pytest on a missing file: "no tests ran ... Error 5")."""
+    result = subprocess.run(["make", "coverage", "BLOCKS=nonexistent"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("MAKE")})
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert lines == ["blocks: unknown block 'nonexistent'; known: " + ", ".join(BLOCKS)], result.stderr
+    assert "pytest" not in result.stdout, result.stdout

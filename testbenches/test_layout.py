@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from amaranth.lib import wiring
+from amaranth._unused import MustUse
 
 from models.contract import kind_of
 from models.params import Params
@@ -86,7 +87,34 @@ def test_params_reject_bad_values(name):
 
 
 def test_registry_doc_names_files():
-    """registry.Block.files() is the layout "Adding a block" describes."""
+    """registry.Block.files() is the layout docs/adding-a-block.md describes."""
     page = Path(ROOT / "docs" / "adding-a-block.md").read_text()
     for pattern in ("hdl/<name>.py", "models/<name>.py", "testbenches/test_<name>.py", "formal/test_<name>.py"):
         assert pattern in page, f"docs/adding-a-block.md does not mention {pattern}"
+
+
+def _elaboratables(value, seen=None):
+    """Every Amaranth elaboratable reachable from ``value`` through attributes, lists and dicts."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, MustUse):
+        return [value] + [e for child in vars(value).values() for e in _elaboratables(child, seen)]
+    if isinstance(value, (list, tuple, dict)):
+        return [e for child in (value.values() if isinstance(value, dict) else value)
+                for e in _elaboratables(child, seen)]
+    return []
+
+
+def test_interface_leaves_nothing_unused():
+    """``Block.interface`` (a Component for its ports and shapes, never elaborated) marks it and what it
+    made used: the soak's parameters and the testbenches built one per block and Amaranth warned that
+    it was never used (UnusedElaboratable)."""
+    for b in BLOCKS.values():
+        made = _elaboratables(b.build())
+        assert any(not e._MustUse__used for e in made), f"{b.name}: build() leaves it to be used"
+        for e in made:                  # (this one is not used either: no warning of it)
+            e._MustUse__used = True
+        unused = [e for e in _elaboratables(b.interface()) if not e._MustUse__used]
+        assert not unused, f"{b.name}: {unused}"

@@ -1,10 +1,10 @@
 """The mutation tool: its operators on a small Amaranth function, and a fixed sample of spill buffer
 mutants that the spill buffer's testbench must kill (the sample CI runs; ``make mutants`` runs more)."""
 import ast
-import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -152,20 +152,46 @@ def test_sim_tests_exist():
         mutants._pytest(ROOT, ["testbenches/test_soak.py::test_soak[no_such_block-soak]"], 1, 0, 600)
 
 
+def _gone(pid, deadline=60):
+    """Whether process ``pid`` has ended (gone, or a zombie) within ``deadline`` seconds: a process
+    killed with SIGKILL is not gone at once, and on a busy machine its end can take a while."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_timeout_kills_the_group(tmp_path):
     """A test run past the timeout counts as a kill and leaves no process behind (the simulators it
-    started die with it)."""
+    started die with it). The timeout leaves the hung test ample time to start its child on a busy
+    machine; the child is then waited for, not checked at once."""
     from tools import mutants
     (tmp_path / "test_hang.py").write_text(
         "import subprocess, time\n"
         "def test_hang():\n"
         "    open('child.pid', 'w').write(str(subprocess.Popen(['sleep', '600']).pid))\n"
         "    time.sleep(600)\n")
-    assert mutants._pytest(tmp_path, ["test_hang.py"], 1, 0, 5) == "timeout"
+    assert mutants._pytest(tmp_path, ["test_hang.py"], 1, 0, 15) == "timeout"
     child = int((tmp_path / "child.pid").read_text())
-    try:
-        os.kill(child, 0)
-        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
-    assert not alive, "the hung test's child process survived the timeout"
+    assert _gone(child), "the hung test's child process survived the timeout"
+
+
+def test_xdist_failure_is_a_kill(tmp_path):
+    """Under pytest-xdist (``make mutants`` runs with ``JOBS=2``) a failing test is a kill, though
+    ``pytest -x -n 2`` exits with 2 where plain ``pytest -x`` exits with 1; a module that cannot be
+    collected is still no kill but a broken run."""
+    from tools import mutants
+    (tmp_path / "test_some.py").write_text("def test_a():\n    assert 0\n"
+                                           + "".join(f"def test_{n}():\n    pass\n" for n in range(8)))
+    (tmp_path / "test_pass.py").write_text("def test_ok():\n    pass\n")
+    (tmp_path / "test_broken.py").write_text("import no_such_module\n")
+    for jobs in (0, 2):
+        assert mutants._pytest(tmp_path, ["test_some.py"], 1, jobs, 600) == "fail", jobs
+        assert mutants._pytest(tmp_path, ["test_pass.py"], 1, jobs, 600) == "pass", jobs
+        with pytest.raises(RuntimeError, match="could not run test_broken.py"):
+            mutants._pytest(tmp_path, ["test_broken.py"], 1, jobs, 600)

@@ -1,11 +1,15 @@
-"""Every command of the README's ```sh blocks works: each runs here in a smoke form (one block, one
-proof, one scenario, few packets). A README command without a smoke form in ``SMOKE`` fails, so a
-newly documented command cannot go untested; ``make test`` alone is left out (it runs the suite,
-this test included). The README's block table must match the registry.
+"""Every command of the docs works: each command of a ```sh block of the README or of a page under
+``docs/`` runs here in a smoke form (one block, one proof, one scenario, few packets) that takes the
+same code path as the command itself (``JOBS`` at its default). A documented command without a smoke
+form in ``SMOKE`` fails, so a newly documented command cannot go untested; ``make test`` alone is left
+out (it runs the suite, this test included). Generated sections (``<!-- name -->`` ... ``<!-- /name -->``)
+are their commands' output, not commands.
 
 The commands run in a copy of the sources in ``build/readme-<xdist worker>/`` (as in a fresh clone,
 sharing the venv) whose own ``build/`` is kept between runs as a cache: they never write into the
-test directories of the suite's tests running next to them, nor into another worker's copy.
+test directories of the suite's tests running next to them, nor into another worker's copy, nor into
+the folders the user's own commands read. Runs are shared between smokes where one serves several
+(`make sim`'s run: the waveform views, the pcaps, the speed table).
 """
 import os
 import re
@@ -16,21 +20,28 @@ import time
 import pytest
 
 from registry import ROOT
-from tools import gtkw
-from tools.blocks import readme_table, split
+from tools import gtkw, sections
 
 pytestmark = pytest.mark.xdist_group("readme")
 
 README = ROOT / "README.md"
-#: README commands not run here, and why.
+#: The pages whose commands are smoke-tested.
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+#: Documented commands not run here, and why.
 EXCLUDED = {"make test": "runs the whole suite, this test included"}
-SIM = '-k "random_traffic and flow"'       # the test `make sim` runs
+SIM = '-k "random_traffic and flow"'       # a one-test selection of the spill buffer's testbench
+GENERATED = re.compile(r"<!-- ([\w:-]+) -->.*?<!-- /\1 -->", re.S)
 
 
-def readme_commands(text=None):
-    """The commands of the README's ```sh blocks, comments stripped, in order."""
-    text = README.read_text() if text is None else text
-    blocks = re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)
+def hand_written(text):
+    """``text`` without its generated sections."""
+    return GENERATED.sub("", text)
+
+
+def doc_commands(pages=None):
+    """The commands of the ```sh blocks of ``pages`` (default ``PAGES``), comments stripped, in order."""
+    texts = [hand_written(p.read_text()) for p in (PAGES if pages is None else pages)]
+    blocks = [b for text in texts for b in re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M)]
     commands = [re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines()]
     return list(dict.fromkeys(c for c in commands if c))
 
@@ -66,7 +77,8 @@ class Shell:
     def __init__(self, root):
         self.root = root
         self.env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-        self._sim = None
+        self._sim = self._scenarios = None
+        self.sim_output = ""
 
     def __call__(self, command):
         """Run ``command`` with bash; return (stdout, stderr); fail the test naming it unless it exits 0."""
@@ -93,9 +105,28 @@ class Shell:
         """Run `make sim` once; its waveform."""
         if self._sim is None:
             start = time.time()
-            self("make sim")
+            self.sim_output, _ = self("make sim")
             self._sim = self.newest("spillway/*-vcd/random_traffic/dump.vcd", start)
         return self._sim
+
+    def scenarios(self):
+        """Run `make scenarios` once, on one scenario."""
+        if not self._scenarios:
+            start = time.time()
+            self("make scenarios PYTEST_ARGS='-k symphony'")
+            self._scenarios = self.newest("scenarios/symphony.csv", start)
+
+    def after_sim(self):
+        """`make sim`'s waveform, made the newest dump of the clone's runs (as right after `make sim`)."""
+        dump = self.sim()
+        os.utime(dump)
+        return dump
+
+
+def _shape(line):
+    """A line of terminal output with its numbers and parameter tags masked (they change run to run)."""
+    line = re.sub(r"\((drawn for this run|from INNET_SEED)\)", "(seeded)", line.strip())
+    return re.sub(r"\d+", "N", re.sub(r"build/spillway/[^/ ]+/", "build/spillway/<params>/", line))
 
 
 def _sim(sh):
@@ -103,6 +134,12 @@ def _sim(sh):
     saved = dump.with_suffix(".gtkw")               # the GTKWave save file the runner writes beside it
     assert saved.exists(), f"no {saved}"
     assert gtkw.signals(saved) and not gtkw.missing(saved, dump), gtkw.missing(saved, dump)
+    assert re.search(r"replay the run: INNET_SEED=\d+ make sim$", sh.sim_output, re.M), sh.sim_output
+    # the README's sample of `make sim`'s output has the shape of this run's, line for line in order
+    sample = re.search(r"```text\n(.*?)```", sections.body(README, "sim-output"), re.S).group(1).splitlines()
+    lines = iter(_shape(line) for line in sh.sim_output.splitlines())
+    missing = [line for line in sample if _shape(line) not in lines]
+    assert not missing, f"README's make sim sample is not what make sim prints: {missing}\n{sh.sim_output}"
 
 
 def _report(sh):
@@ -117,6 +154,14 @@ def _bench(sh):
     assert re.search(r"^packet_fifo\s+cocotb-checked\s+200\s", out, re.M), out
 
 
+def _bench_docs(sh):
+    if not (sh.root / "build/bench/bench.csv").exists():
+        _bench(sh)
+    out, _ = sh(".venv/bin/python -m tools.bench --from-csv build/bench/bench.csv --packets 100000 --docs")
+    assert "(bench table)" in out, out
+    assert "| packet_fifo |" in sections.body(sh.root / "docs/verification.md", "bench")
+
+
 def _verilog(sh):
     out, _ = sh("make verilog BLOCKS=packet_fifo")
     assert "build/verilog/packet_fifo.v" in out and "build/verilog/packet_fifo_axis.v" in out, out
@@ -125,15 +170,29 @@ def _verilog(sh):
     assert re.search(r"^module packet_fifo_axis\(.*\bs_axis_tuser\b.*\bm_axis_tlast\b", wrapper, re.M), wrapper[:600]
 
 
+FORMAL = "make formal PYTEST_ARGS='-k ev_expander'"     # one block's proofs: its proof and cover
+
+
 def _formal(sh):
-    out, _ = sh("make formal JOBS=0 PYTEST_ARGS='-k proof_holds'")
-    assert "1 passed" in out, out
+    out, _ = sh(FORMAL)
+    assert re.search(r"\b\d+ passed\b", out) and "failed" not in out, out
+
+
+def _proofs_docs(sh):
+    if not list((sh.root / "build/formal").glob("ev_expander*/result.json")):
+        _formal(sh)
+    out, _ = sh(".venv/bin/python -m tools.proofs --docs")
+    assert re.search(r"^docs: proofs tables of .*\bev_expander\b.* and the totals written$", out, re.M), out
 
 
 def _scenarios(sh):
-    start = time.time()
-    sh("make scenarios JOBS=0 PYTEST_ARGS='-k symphony'")
-    sh.newest("scenarios/symphony.csv", start)
+    sh.scenarios()
+
+
+def _scenario_table(sh):
+    sh.scenarios()          # a run whose CSVs to tabulate
+    out, _ = sh(".venv/bin/python -m tools.scenario_table --docs")
+    assert "symphony" in out and "written from build/scenarios" in out, out
 
 
 def _waves_vcd(sh):
@@ -152,20 +211,23 @@ def _waves_fst(sh):
 
 
 def _make_waves(sh):
-    # DUMP= pins the file (the default, the newest dump, is tested in test_cli.py)
-    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40")
+    dump = sh.after_sim()
+    out, _ = sh("make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40")
     lines = out.splitlines()
+    assert any(line.startswith(f"# {dump} ") for line in lines), f"not make sim's dump {dump}:\n{out}"
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["cycle", "time"])
     assert lines[header].split() == ["cycle", "time", "i__valid", "i__ready", "o__valid", "o__payload"], out
     assert len(lines) - header - 1 == 40 and lines[header + 1].split()[0] == "100", out
 
 
 def _make_waves_svg(sh):
-    out, _ = sh(f"make waves DUMP={sh.sim()} SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid "
+    dump = sh.after_sim()
+    out, _ = sh("make waves SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid "
                 "reinjected o__valid o__payload.meta' START=30 ROWS=32 SVG=build/window.svg")
+    assert f"({dump}, cycles 30..61)" in out, out
     svg = (sh.root / "build/window.svg").read_text()
-    for lane in ("qdepth", "[0] (dec)", "spill_o__valid", "node_stored", "drains (dec)", "reinjected (dec)",
-                 "port (dec)", "spilled", "cycles 30..61"):
+    for lane in ("qdepth", "[0] (dec)", "spill_o__valid", "node_stored", "drains (dec)", "node_o__valid",
+                 "reinjected (dec)", "o__valid", "port (dec)", "spilled", "cycles 30..61"):
         assert f">{lane}<" in svg, lane
 
 
@@ -179,6 +241,10 @@ def _tshark(sh):
     rows = [line.split() for line in out.splitlines()[1:]]
     # columns: packets, fields, dns, malformed, mismatch; no DNS even in the bad-input tests' pcaps
     assert rows and all(r[2] == "0" and r[4] == "0" for r in rows) and any("infiniband" in r for r in rows), out
+    # the spill link's pcaps, both directions: every frame decoded by the spill dissector
+    for name in ("spill_o.pcap:", "spill_i.pcap:"):
+        link = [r for r in rows if r[5].endswith(f"random_traffic/{name}")]
+        assert link and all(r[r.index("spill") + 1].rstrip(",") == r[0] != "0" for r in link), (name, out)
 
 
 def _waves_list(sh):
@@ -186,13 +252,25 @@ def _waves_list(sh):
     assert "top.o__valid" in out.split(), out
 
 
+def _gtkw(sh):
+    dump = sh.sim()
+    out, _ = sh(f".venv/bin/python -m tools.gtkw {dump}")
+    assert out.strip() == str(dump.with_suffix(".gtkw")), out
+    assert re.search(r"^\*-?[\d.]+ -1", dump.with_suffix(".gtkw").read_text(), re.M), "no zoom"
+
+
 def _agg_measure(sh):
     out, _ = sh(".venv/bin/python -m tools.agg_measure --rounds 4")
     assert [line.split()[0] for line in out.splitlines()[2:5]] == ["atp", "switchml", "esa"], out
 
 
+def _sym_measure(sh):
+    out, _ = sh(".venv/bin/python -m tools.sym_measure --sweep --seeds 1 --steps 3 --out build/sym_sweep.csv")
+    assert (sh.root / "build/sym_sweep.csv").read_text().startswith("burst_p,delta,job,none,symphony,gain"), out
+
+
 def _regress(sh):
-    out, _ = sh("make regress SEEDS=2 SHARD=2/2 JOBS=0 TESTS=testbenches/test_headers.py")
+    out, _ = sh("make regress SEEDS=2 SHARD=2/2 TESTS=testbenches/test_headers.py")
     assert "regress: shard 2/2, seed 2 (2 of 2)" in out and "0 failed -> build/regress/shard-2-of-2.xml" in out, out
 
 
@@ -204,15 +282,21 @@ def _regress_merge(sh):
 
 
 def _coverage(sh):
-    out, _ = sh("""make coverage BLOCKS=spill_buffer JOBS=0 PYTEST_ARGS='-k "random_traffic and flow"'""")
+    out, _ = sh("""make coverage BLOCKS=spill_buffer PYTEST_ARGS='-k "random_traffic and flow"'""")
     assert re.search(r"^spill_buffer\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
     assert (sh.root / "build/coverage/spill_buffer/hdl/spill_buffer.py").exists()
 
 
 def _mutants(sh):
-    out, _ = sh("make mutants BLOCK=spill_buffer N=20 MUTANT_ARGS=--list")
-    listed = re.findall(r"^\s*\d+ (cmp|const|arith|logic|drop|init) +hdl/spill_buffer.py:\d+: ", out, re.M)
-    assert len(listed) == 20, out
+    """The real mutation run at the default JOBS (pytest-xdist) on one mutant its tests kill: an
+    assignment of the expander's registers dropped (a killed mutant made the xdist run exit with 2)."""
+    listed, _ = sh(".venv/bin/python -m tools.mutants ev_expander --list")
+    drops = re.findall(r"^\s*(\d+) drop +hdl/ev_expander.py:\d+: m\.d\.sync \+=", listed, re.M)
+    assert drops, listed
+    out, _ = sh(f"make mutants BLOCK=ev_expander MUTANT_ARGS='--id {drops[0]} --no-baseline'")
+    assert "--jobs 2" in out, out
+    assert re.search(rf"#{drops[0]} drop line \d+: sim fail", out), out
+    assert "killed by simulation 1/1 (100 %)" in out, out
 
 
 def _mutants_summary(sh):
@@ -237,7 +321,12 @@ def _blocks(sh):
     assert out.startswith("packet_fifo"), out
 
 
-#: README command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
+def _blocks_readme(sh):
+    out, _ = sh(".venv/bin/python -m tools.blocks --readme")
+    assert out.strip().endswith("README.md: block table up to date"), out
+
+
+#: Documented command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
 SMOKE = {
     "make sim": _sim,
     "make lint": "make lint",
@@ -257,15 +346,21 @@ SMOKE = {
     "START=30 ROWS=32 SVG=build/window.svg": _make_waves_svg,
     ".venv/bin/python -m tools.tshark build/spillway": _tshark,
     ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
+    ".venv/bin/python -m tools.gtkw build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _gtkw,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
     "make coverage BLOCKS=spill_buffer": _coverage,
-    "make mutants BLOCK=spill_buffer N=20": _mutants,
+    "make mutants BLOCK=ev_expander N=3": _mutants,
     "make mutants BLOCK=all MUTANT_ARGS=--summary": _mutants_summary,
     ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,
     ".venv/bin/python -m tools.speed": _speed,
     ".venv/bin/python -m tools.blocks": _blocks,
+    ".venv/bin/python -m tools.blocks --readme": _blocks_readme,
+    ".venv/bin/python -m tools.scenario_table --docs": _scenario_table,
+    ".venv/bin/python -m tools.proofs --docs": _proofs_docs,
+    ".venv/bin/python -m tools.bench --from-csv build/bench/bench.csv --packets 100000 --docs": _bench_docs,
     ".venv/bin/python -m tools.agg_measure": _agg_measure,
+    ".venv/bin/python -m tools.sym_measure --sweep": _sym_measure,
 }
 
 
@@ -274,23 +369,18 @@ def sh():
     return Shell(clone())
 
 
-def test_smoke_forms_match_readme():
-    commands = readme_commands()
+def test_smoke_forms_match_docs():
+    commands = doc_commands()
     stale = [c for c in SMOKE if c not in commands]
-    assert not stale, f"smoke forms of commands no longer in the README: {stale}"
+    assert not stale, f"smoke forms of commands no longer in the docs: {stale}"
     assert set(EXCLUDED) <= set(commands)
 
 
-@pytest.mark.parametrize("command", [c for c in readme_commands() if c not in EXCLUDED], ids=lambda c: c[:70])
-def test_readme_command(sh, command):
+@pytest.mark.parametrize("command", [c for c in doc_commands() if c not in EXCLUDED], ids=lambda c: c[:70])
+def test_doc_command(sh, command):
     smoke = SMOKE.get(command)
-    assert smoke is not None, f"README command without a smoke form in testbenches/test_readme.py: {command}"
+    assert smoke is not None, f"documented command without a smoke form in testbenches/test_readme.py: {command}"
     if callable(smoke):
         smoke(sh)
     else:
         sh(smoke)
-
-
-def test_block_table_current():
-    _, table, _ = split(README.read_text())
-    assert table == readme_table(), "README block table is stale: run `python -m tools.blocks --readme`"

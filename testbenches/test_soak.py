@@ -117,7 +117,7 @@ def test_configured_by_construction(name):
     packets it asks for, under three seeds."""
     b = block(name)
     params = b.make_params(checked.soak_params(name)["params"])
-    component = b.build(params)
+    component = b.interface(params)
     need = max([*b.reached.values(), 16])
     for seed in (1, 2, 3):
         rng = random.Random(seed)

@@ -4,6 +4,7 @@ the struct fields (``i__payload.data``) and array elements (``qdepth.[0]``) Amar
 The runner writes a save file beside every real waveform; ``test_readme`` checks the one of `make sim`.
 """
 import json
+import re
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -78,6 +79,40 @@ def test_gtkw_layout(dump):
     assert flag["top.\\i__payload.data[7:0]"] == gtkw.HEX and flag["top.\\o__payload.port[7:0]"] == gtkw.DEC
     assert flag["top.\\o__payload.spilled"] == gtkw.BIN
     assert gtkw.missing(saved, dump) == []
+
+
+def quiet_vcd(cycles, rises):
+    """A VCD of ``cycles`` cycles (``clk`` rises at odd nanoseconds) whose stream valids ``rises``
+    (``{port: cycle}``) go high just after the rising edge of the cycle before (so the edge of that
+    cycle samples them high) and stay high."""
+    ports = ["clk", "i__valid", "o__valid", "spill_o__valid"]
+    lines = ["$timescale 1ps $end"]
+    for scope in ("$rootio", "top"):
+        lines += [f" $scope module {scope} $end", *(f"  $var wire 1 {p} {p} $end" for p in ports), " $upscope $end"]
+    lines += ["$enddefinitions $end", "#0", *(f"0{p}" for p in ports)]
+    for t in range(1, 2 * cycles + 1):
+        lines.append(f"#{t * 1000}")
+        lines.append(f"{t % 2}clk")
+        lines += [f"1{p}" for p, cycle in rises.items() if t == 2 * cycle]
+    return "\n".join(lines) + "\n"
+
+
+def test_gtkw_opens_on_first_window(tmp_path):
+    """The save file opens on the first beats of the streams, zoomed to fill the wave pane (it opened
+    on 0-5 ps of a run thousands of cycles long: every trace looked flat)."""
+    path = tmp_path / "dump.vcd"
+    path.write_text(quiet_vcd(2000, {"i__valid": 400, "o__valid": 420, "spill_o__valid": 470}))
+    text = gtkw.text(path, load(path))
+    edge = lambda cycle: 1000 + 2000 * cycle       # noqa: E731 (the rising edge of a cycle, in ps)
+    start = int(re.search(r"^\[timestart\] (\d+)$", text, re.M).group(1))
+    assert start == edge(400 - gtkw.BEFORE), text[:400]
+    zoom = float(re.search(r"^\*(-?[\d.]+) -1( -1){26}$", text, re.M).group(1))
+    span = gtkw.WAVE_PIXELS / 2 ** zoom          # GTKWave: 2**zoom pixels per time unit
+    assert span == pytest.approx(edge(470 + gtkw.AFTER) - start), (zoom, span)
+    path.write_text(quiet_vcd(100, {}))                 # nothing happens: zoomed to fit
+    text = gtkw.text(path, load(path))
+    zoom = float(re.search(r"^\*(-?[\d.]+) ", text, re.M).group(1))
+    assert "[timestart] 1000" in text and gtkw.WAVE_PIXELS / 2 ** zoom == pytest.approx(edge(99) - edge(0))
 
 
 def test_gtkw_missing_is_caught(dump, tmp_path):

@@ -31,12 +31,14 @@ from amaranth.sim import Simulator
 from registry import BLOCKS, variant
 from testbenches import checked, runner
 from testbenches.tb import pack
+from tools import sections
 from tools.cli import Parser, integer, run
 from tools.replay import Replay
 from tools.traffic import STIMULI
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
+DOCS = ROOT / "docs" / "verification.md"
 #: Beats held by the Replay wrapper; the stimulus is replayed from it len(beats) // depth times.
 REPLAY_DEPTH = 1000
 #: Distinct packets of a benchmark's stimulus.
@@ -187,7 +189,7 @@ def run_pysim(component, outputs, beats):
 
 #: The engines, in the order they run and are reported.
 ENGINES = ["verilator-cpp", "cocotb-checked", "cocotb-replay", "cocotb-batched", "cocotb", "amaranth-pysim"]
-#: README column of each engine.
+#: Table column of each engine.
 TITLES = {"verilator-cpp": "C++ harness", "cocotb-checked": "cocotb checked", "cocotb-replay": "cocotb Replay",
           "cocotb-batched": "cocotb batched", "cocotb": "cocotb", "amaranth-pysim": "Amaranth pysim"}
 FIELDS = ["block", "engine", "packets", "cycles", "seconds", "packets_per_s", "cycles_per_s", "ratio_to_cpp",
@@ -272,12 +274,12 @@ def read_rows(path):
 
 
 def markdown(rows, packets):
-    """The README's bench table: cycles/s per block and engine, with how much slower than C++."""
+    """The bench table of docs/verification.md: cycles/s per block and engine, with how much slower than C++."""
     blocks = list(dict.fromkeys(r["block"] for r in rows))
     engines = [e for e in ENGINES if any(r["engine"] == e for r in rows)]
     cell = {(r["block"], r["engine"]): r for r in rows}
     chosen = "" if engines == ENGINES else f" --engines {','.join(engines)}"
-    lines = [f"`make bench` (`python -m tools.bench --packets {packets}{chosen} --readme`: {packets} beats, 2 cores; "
+    lines = [f"`make bench` (`python -m tools.bench --packets {packets}{chosen} --docs`: {packets} beats, 2 cores; "
              f"cycles/s (C++ harness and cocotb checked: the fastest of {REPEAT} runs), and how much slower than "
              "the plain C++ harness; *model*: the golden model run ahead "
              "for the checked engine, packets/s):", "",
@@ -299,16 +301,6 @@ def markdown(rows, packets):
         model = cell.get((block, "cocotb-checked"), {}).get("model_packets_per_s") or ""
         lines.append(f"| {block} | " + " | ".join(cells) + f" | {_si(model) if model != '' else '—'} |")
     return "\n".join(lines) + "\n"
-
-
-def write_readme(text, readme=ROOT / "README.md"):
-    """Put ``text`` between the ``<!-- bench -->`` markers of the README."""
-    source = readme.read_text()
-    head, sep, rest = source.partition("<!-- bench -->\n")
-    _, sep2, tail = rest.partition("<!-- /bench -->")
-    if not sep or not sep2:
-        raise ValueError(f"{readme}: no <!-- bench --> ... <!-- /bench --> markers")
-    readme.write_text(head + sep + text + sep2 + tail)
 
 
 def plot(rows, path):
@@ -341,9 +333,9 @@ def main(argv=None):
     parser.add_argument("--packets", type=integer(1), default=100000, help="packets per engine (pysim: 1/20)")
     parser.add_argument("--engines", default=",".join(ENGINES),
                         help=f"comma-separated engines to run (default: all of {','.join(ENGINES)})")
-    parser.add_argument("--readme", action="store_true", help="regenerate the README's bench table from the results")
+    parser.add_argument("--docs", action="store_true", help="rewrite the bench table of docs/verification.md")
     parser.add_argument("--from-csv", type=Path, metavar="CSV",
-                        help="run nothing: print (and with --readme write) the table of a bench CSV "
+                        help="run nothing: print (and with --docs write) the table of a bench CSV "
                              "(give the --packets it was run with)")
     args = parser.parse_args(argv)
     engines = [e for e in args.engines.split(",") if e]
@@ -379,9 +371,9 @@ def main(argv=None):
     if not args.from_csv:
         print(f"written {OUT / 'bench.csv'}")
     print(f"written {OUT / 'bench.png'}")
-    if args.readme:
-        write_readme(markdown(rows, packets))
-        print(f"written {ROOT / 'README.md'} (bench table)")
+    if args.docs:
+        sections.rewrite(DOCS, "bench", markdown(rows, packets))
+        print(f"written {DOCS} (bench table)")
 
 
 if __name__ == "__main__":

@@ -24,14 +24,14 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for b, overrides, stem in targets:
-        emit_verilog(b.build(b.make_params(overrides)), out / f"{stem}.v", name=stem.replace(".", "_"))
-        print(out / f"{stem}.v")
         block = b.build(b.make_params(overrides))
         packets = [name for name, member in block.signature.members.items() if is_packet(member)]
+        emit_verilog(block, out / f"{stem}.v", name=stem.replace(".", "_"))
+        print(out / f"{stem}.v")
         if packets:
             name = stem.replace(".", "_") + "_axis"
             path = out / f"{stem}_axis.v"
-            emit_verilog(AxiStream(block), path, name=name)
+            emit_verilog(AxiStream(b.build(b.make_params(overrides))), path, name=name)
             layout = "; ".join(f"{port}: " + (", ".join(f"tuser[{lo + width - 1}:{lo}] = meta.{field}"
                                                         for field, lo, width in meta_fields(block, port))
                                                or "no tuser") for port in packets)

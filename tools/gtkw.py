@@ -8,12 +8,19 @@ design's top module (scope ``top``): ``clk`` and ``rst`` first, then one group p
 (``i``, ``o``, ``d``, ...: ``valid``, ``ready``, the payload vector and, in a subgroup, each struct
 field of the payload as Amaranth names it, ``i__payload.meta.port``), then the other ports (counters,
 status). Radix: one-bit signals binary, data/keep/bitmap fields hexadecimal, the rest decimal.
+
+GTKWave opens on the first interesting window (``first_window``): from a few cycles before the
+first beat on any stream to a few cycles after every stream has carried its first beat (the first
+packet in, the first out, the first spill and its return), at most ``MAX_CYCLES`` cycles, zoomed to
+fill the wave pane; a dump in which no stream carries anything opens zoomed to fit.
 """
+import bisect
+import math
 import re
 from pathlib import Path
 
 from tools.cli import Parser, run
-from tools.waves import load, names
+from tools.waves import load, names, rising_edges
 
 SCOPE = "top"
 # GTKWave trace flags (analyzer.h): right-justified hex / decimal / binary; a group's begin and end.
@@ -21,6 +28,46 @@ HEX, DEC, BIN = "@22", "@24", "@28"
 GROUP, CLOSED_GROUP, GROUP_END = "@800200", "@c00200", "@1000200"
 #: Fields shown in hex (anything else wider than one bit is decimal).
 HEX_WORDS = ("data", "keep", "bitmap", "header", "payload", "mask", "addr", "va", "imm")
+
+
+#: Width in pixels of the wave pane of the window the save file opens (``[size]`` less the signal
+#: tree and the names): the zoom fills it with the first window.
+WAVE_PIXELS = 1000
+#: Cycles shown before the first beat and after the last stream's first beat; the window's limit (10 pixels a cycle).
+BEFORE, AFTER, MAX_CYCLES = 4, 12, 100
+
+
+def first_window(wave, groups):
+    """``(start, end)`` in the dump's time units of the first interesting window of ``wave`` (see the
+    module docstring); ``None`` without a clock."""
+    variables = names(wave)
+    clock = variables.get(f"{SCOPE}.clk")
+    edges = rising_edges(wave, clock[1]) if clock else []
+    if len(edges) < 2:
+        return None
+    firsts = []
+    for title, entries in groups:
+        valid = next((name for name, width, _ in entries if name.endswith("__valid") and width == 1), None)
+        if title and valid:
+            rises = []
+
+            def change(time, _signal, value, rises=rises):
+                if value in (1, "1") and not rises:
+                    rises.append(time)
+
+            wave.stream_changes(change, [variables[valid][1]])
+            if rises:       # the first edge that samples it high (just after the value changed)
+                firsts.append(min(bisect.bisect_right(edges, rises[0]), len(edges) - 1))
+    if not firsts:
+        return edges[0], edges[-1]
+    start = max(min(firsts) - BEFORE, 0)
+    end = min(max(firsts) + AFTER, start + MAX_CYCLES, len(edges) - 1)
+    return edges[start], edges[end]
+
+
+def zoom(start, end):
+    """GTKWave's zoom (log2 of pixels per time unit) that shows ``start..end`` across the wave pane."""
+    return math.log2(WAVE_PIXELS / max(end - start, 1))
 
 
 def gtkwave_name(full, width, vcd):
@@ -72,10 +119,15 @@ def layout(wave):
 def text(dump, wave):
     """The save file's text for ``dump``."""
     vcd = Path(dump).suffix == ".vcd"
+    groups = layout(wave)
+    shown = first_window(wave, groups)
+    start = shown[0] if shown else 0
     lines = ["[*] GTKWave save file written by innet tools/gtkw.py",
              f'[dumpfile] "{Path(dump).resolve()}"', f'[savefile] "{Path(dump).with_suffix(".gtkw").resolve()}"',
-             "[timestart] 0", "[size] 1600 900", "[pos] -1 -1", "[sst_width] 260", "[signals_width] 300",
-             "[sst_expanded] 1", "[sst_vpaned_height] 300"]
+             f"[timestart] {start}", "[size] 1600 900", "[pos] -1 -1"]
+    if shown:       # zoom, primary marker (none), the 26 named markers (none)
+        lines.append(f"*{zoom(*shown):.6f} -1" + " -1" * 26)
+    lines += ["[sst_width] 260", "[signals_width] 300", "[sst_expanded] 1", "[sst_vpaned_height] 300"]
     flag = None
 
     def signal(name, width):
@@ -96,7 +148,7 @@ def text(dump, wave):
         lines.extend([GROUP_END, f"-{title}"])
         flag = None
 
-    for title, entries in layout(wave):
+    for title, entries in groups:
         if title:
             group(title)
         for name, width, fields in entries:

@@ -31,9 +31,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
+from pathlib import Path
 
 import registry
 from registry import ROOT, block
@@ -173,22 +176,41 @@ def sim_tests(b):
 
 def _pytest(tree, paths, seed, jobs, timeout):
     """Run the tests ``paths`` in ``tree`` stopping at the first failure: "pass", "fail" or "timeout";
-    ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error)."""
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *paths,
-               *(["-n", str(jobs)] if jobs else [])]
-    # its own process group: a timeout kills the simulators pytest started too, not pytest alone
-    with subprocess.Popen(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as process:
-        try:
-            output, _ = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            return "timeout"
-    if process.returncode not in (0, 1):
-        tail = output.strip().splitlines()[-1:] or [""]
-        raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {process.returncode}): {tail[0]}")
-    return "pass" if process.returncode == 0 else "fail"
+    ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error, a
+    module that does not import).
+
+    A failure is read from the run's JUnit file, not from the exit status: under pytest-xdist,
+    ``pytest -x -n N`` exits with 2 (interrupted) on a failing test, where plain ``pytest -x`` exits
+    with 1; 2 is also a collection error, which is no kill."""
+    with tempfile.TemporaryDirectory() as scratch:
+        junit = Path(scratch) / "results.xml"
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
+                   *paths, *(["-n", str(jobs)] if jobs else [])]
+        # its own process group: a timeout kills the simulators pytest started too, not pytest alone
+        with subprocess.Popen(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True) as process:
+            try:
+                output, _ = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                return "timeout"
+        if process.returncode == 0:
+            return "pass"
+        if process.returncode in (1, 2) and _failed(junit):
+            return "fail"
+    tail = output.strip().splitlines()[-1:] or [""]
+    raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {process.returncode}): {tail[0]}")
+
+
+def _failed(junit):
+    """Whether the JUnit file ``junit`` records a test that failed or erred (not a module that could not
+    be collected: that is a broken run, not a kill)."""
+    if not junit.exists():
+        return False
+    cases = ElementTree.parse(junit).getroot().iter("testcase")
+    return any(case.find("failure") is not None
+               or any(e.get("message") != "collection failure" for e in case.findall("error")) for case in cases)
 
 
 def valid(tree, name):

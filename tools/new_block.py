@@ -31,7 +31,8 @@ def files_of(name):
 
 
 def scaffold(name, title=None, root=ROOT):
-    """Write block ``name``'s files under ``root`` and register it; returns the files written."""
+    """Write block ``name``'s files under ``root``, register it and put it in the README's block table;
+    returns the files written."""
     if not NAME.fullmatch(name):
         raise ValueError(f"NAME {name!r}: a snake_case module name, or family.member (e.g. my_counter)")
     registry = root / "registry.py"
@@ -62,6 +63,7 @@ def scaffold(name, title=None, root=ROOT):
     written = [str(root / f) for f in files.values()]
     subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "--select", "I", "-q", str(registry), *written],
                    cwd=root, check=True)
+    subprocess.run([sys.executable, "-m", "tools.blocks", "--readme"], cwd=root, check=True, capture_output=True)
     return list(files.values())
 
 

@@ -6,6 +6,7 @@ seed, the ``i``-th of ``n`` groups pytest-split makes of the collected tests (th
 every machine: deterministic), with ``INNET_SEED`` set; each run writes JUnit XML and the shard's
 runs are merged (junitparser) into ``build/regress/shard-<i>-of-<n>.xml``, each test case named
 with its seed. ``--merge FILE ...`` merges the shards' files into ``build/regress/report.xml``.
+``--out DIR`` writes elsewhere (the suite's own checks do: ``build/regress`` is the user's).
 Both print the totals and, per failure, the one command that reproduces it; the exit status is
 non-zero when a test failed.
 """
@@ -27,10 +28,15 @@ FIXED = ("test_readme.py", "test_cli.py", "test_layout.py")
 PY = sys.executable
 
 
+def shown(path):
+    """``path`` relative to the repository when inside it."""
+    path = Path(path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def python():
     """How the README spells this interpreter (``.venv/bin/python`` inside the repository)."""
-    path = Path(PY)
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    return shown(PY)
 
 
 def shard(text):
@@ -70,7 +76,7 @@ def summary(xml, out):
     tests = sum(s.tests for s in xml)
     failed = failures(xml)
     seeds = {p.value for s in xml for p in s.properties() if p.name == "seed"}
-    print(f"regress: {tests} test runs over {len(seeds)} seeds, {len(failed)} failed -> {out.relative_to(ROOT)}")
+    print(f"regress: {tests} test runs over {len(seeds)} seeds, {len(failed)} failed -> {shown(out)}")
     for seed, classname, name, message in failed:
         path = classname.replace(".", "/") + ".py"
         test = re.sub(r"\[seed=\d+\]$", "", name)
@@ -79,9 +85,9 @@ def summary(xml, out):
     return not failed
 
 
-def sweep(seeds, first, index, count, tests, jobs, select):
-    """Run shard ``index``/``count`` of the sweep; the merged JUnit file's path and whether it passed."""
-    runs = OUT / f"shard-{index}-of-{count}"
+def sweep(seeds, first, index, count, tests, jobs, select, out=OUT):
+    """Run shard ``index``/``count`` of the sweep into directory ``out``; whether it passed."""
+    runs = out / f"shard-{index}-of-{count}"
     runs.mkdir(parents=True, exist_ok=True)
     merged = JUnitXml(name=f"innet regress shard {index}/{count}")
     for k, seed in enumerate(range(first, first + seeds)):
@@ -96,21 +102,21 @@ def sweep(seeds, first, index, count, tests, jobs, select):
             raise ValueError(f"pytest exited with status {result.returncode} for seed {seed} (no test results)")
         for suite in named(junit, seed):
             merged.add_testsuite(suite)
-    out = OUT / f"shard-{index}-of-{count}.xml"
-    merged.write(str(out))
-    return summary(merged, out)
+    path = out / f"shard-{index}-of-{count}.xml"
+    merged.write(str(path))
+    return summary(merged, path)
 
 
-def merge(paths):
-    """Merge shard files into ``build/regress/report.xml``; whether nothing failed."""
+def merge(paths, out=OUT):
+    """Merge shard files into ``<out>/report.xml``; whether nothing failed."""
     merged = JUnitXml(name="innet regress")
     for path in paths:
         for suite in JUnitXml.fromfile(str(path)):
             merged.add_testsuite(suite)
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / "report.xml"
-    merged.write(str(out))
-    return summary(merged, out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.xml"
+    merged.write(str(path))
+    return summary(merged, path)
 
 
 def main(argv=None):
@@ -122,13 +128,15 @@ def main(argv=None):
     parser.add_argument("--tests", nargs="*", default=[], help="test paths or node ids (default: testbenches)")
     parser.add_argument("-k", dest="select", default="", help="pytest -k expression selecting tests")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="FILE", help="merge shard files instead")
+    parser.add_argument("--out", type=Path, default=OUT, help="directory of the results (default build/regress)")
     args = parser.parse_args(argv)
+    out = args.out if args.out.is_absolute() else Path.cwd() / args.out
     if args.merge:
-        ok = merge(args.merge)
+        ok = merge(args.merge, out)
     else:
         if args.first + args.seeds > 1 << 32:
             raise ValueError(f"--first {args.first} + --seeds {args.seeds} exceeds the 32-bit seed range")
-        ok = sweep(args.seeds, args.first, *args.shard, args.tests, args.jobs, args.select)
+        ok = sweep(args.seeds, args.first, *args.shard, args.tests, args.jobs, args.select, out)
     sys.exit(0 if ok else 1)
 
 

@@ -56,8 +56,9 @@ def lane(name, samples, width):
     return out
 
 
-def diagram(wave, patterns, clock="clk", start=0, rows=40):
-    """The WaveDrom JSON (a dict) of the signals matching ``patterns`` over cycles ``start..start+rows``."""
+def diagram(wave, patterns=(), clock="clk", start=0, rows=40):
+    """The WaveDrom JSON (a dict) of the signals matching ``patterns`` over cycles ``start..start+rows``
+    (``tools.waves.window``: a pattern matching nothing is an error)."""
     variables, chosen, times = window(wave, patterns, clock, start, rows)
 
     def samples(full):

@@ -7,12 +7,16 @@
 
 Signals are matched by their name or full hierarchical name (glob patterns allowed; of same-named
 signals, the shallowest); values are shown in hex as sampled just before each rising edge of
-``--clock`` (the value the flops see). With no file, the newest ``dump.vcd`` or ``dump.fst`` under
-``build/`` is used. Files are read with pywellen (VCD, FST and GHW). ``--svg`` draws the same window
+``--clock`` (the value the flops see); a name that matches no signal is an error naming the close
+ones. With no file, the newest ``dump.vcd`` or ``dump.fst`` of the user's own runs under ``build/``
+is used: copies of the repository there (the suite's clones, ``build/readme-*``, and the mutation
+runs' trees) are not searched. Files are read with pywellen (VCD, FST and GHW). ``--svg`` draws the same window
 as a timing diagram instead (``tools/timing.py``: WaveDrom, struct fields as named lanes, radix in
 each lane's name).
 """
+import difflib
 import fnmatch
+import os
 from pathlib import Path
 
 import pywellen
@@ -24,8 +28,15 @@ SUFFIXES = (".vcd", ".fst", ".ghw")
 
 
 def newest_dump(root=ROOT / "build"):
-    """The most recently written ``dump.vcd`` / ``dump.fst`` under ``root``."""
-    files = [p for suffix in SUFFIXES[:2] for p in root.rglob(f"dump{suffix}")]
+    """The most recently written ``dump.vcd`` / ``dump.fst`` under ``root``, not searching the
+    directories that hold a copy of the repository (a ``registry.py``): their runs are the suite's or a
+    mutation run's, not the user's."""
+    files = []
+    for directory, subdirectories, names in os.walk(root):
+        if directory != str(root) and "registry.py" in names:
+            subdirectories.clear()
+            continue
+        files += [Path(directory) / name for name in names if name in ("dump.vcd", "dump.fst")]
     if not files:
         raise FileNotFoundError("no dump.vcd or dump.fst under build/: run a test with WAVES=1 first")
     return max(files, key=lambda p: p.stat().st_mtime)
@@ -67,6 +78,15 @@ def match(variables, pattern):
     return [n for n in found if depth[n] == shallowest[variables[n][0]]]
 
 
+def close(variables, pattern):
+    """``", close: a, b"`` naming the signals whose names are close to ``pattern`` (difflib), or ""."""
+    shorts = sorted({name for name, _ in variables.values()})
+    found = difflib.get_close_matches(pattern, shorts, n=4, cutoff=0.6)
+    found += [n for n in difflib.get_close_matches(pattern, sorted(variables), n=4, cutoff=0.6)
+              if variables[n][0] not in found]
+    return f", close: {', '.join(found[:4])}" if found else ""
+
+
 def hexval(value):
     if value is None:
         return "x"
@@ -90,12 +110,20 @@ def rising_edges(wave, clock):
     return edges
 
 
-def window(wave, patterns, clock="clk", start=0, rows=50):
-    """(variables, the signals matching ``patterns``, the times of clock cycles ``start..start+rows``)."""
+#: The signals shown when none are named: every handshake (patterns that may match nothing).
+DEFAULT = ("*valid", "*ready")
+
+
+def window(wave, patterns=(), clock="clk", start=0, rows=50):
+    """(variables, the signals matching ``patterns`` (default ``DEFAULT``), the times of clock cycles
+    ``start..start+rows``); ``KeyError`` naming each pattern that matches nothing and its close names."""
     variables = names(wave)
-    signals = list(dict.fromkeys(n for p in patterns for n in match(variables, p)))
+    unknown = [p for p in patterns if not match(variables, p)]
+    if unknown:
+        raise KeyError("; ".join(f"no signal matches {p}{close(variables, p)}" for p in unknown) + " (see --list)")
+    signals = list(dict.fromkeys(n for p in patterns or DEFAULT for n in match(variables, p)))
     if not signals:
-        raise KeyError(f"no signal matches {' '.join(patterns)} (see --list)")
+        raise KeyError(f"no signal matches {' '.join(DEFAULT)} (name some; see --list)")
     clocks = [n for n in match(variables, clock) if variables[n][1].bitwidth == 1]
     if not clocks:
         raise KeyError(f"no 1-bit clock named {clock!r} (see --list, --clock)")
@@ -105,7 +133,7 @@ def window(wave, patterns, clock="clk", start=0, rows=50):
     return variables, signals, edges[start:start + rows]
 
 
-def table(wave, patterns, clock="clk", start=0, rows=50):
+def table(wave, patterns=(), clock="clk", start=0, rows=50):
     """(header, rows of [cycle, time, values...]) for the signals matching ``patterns``."""
     variables, signals, times = window(wave, patterns, clock, start, rows)
     header = ["cycle", "time"] + [variables[s][0] for s in signals]
@@ -134,10 +162,10 @@ def main(argv=None):
         return
     if args.svg:
         from tools import timing
-        source = timing.diagram(wave, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
+        source = timing.diagram(wave, args.signals, args.clock, args.start, args.rows)
         print(f"{timing.render(source, args.svg)} ({dump}, cycles {args.start}..{args.start + args.rows - 1})")
         return
-    header, body = table(wave, args.signals or ["*valid", "*ready"], args.clock, args.start, args.rows)
+    header, body = table(wave, args.signals, args.clock, args.start, args.rows)
     widths = [max(len(r[i]) for r in [header] + body) for i in range(len(header))]
     print(f"# {dump} ({wave.file_format}, time in {wave.timescale})")
     for row in [header] + body:
