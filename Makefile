@@ -16,7 +16,7 @@ SEEDS  ?= 4
 FIRST  ?= 1
 SHARD  ?= 1/1
 TESTS  ?=
-BLOCK  ?= spill_buffer
+BLOCK  ?= spillway.switch
 N      ?=
 MUTANT_ARGS ?=
 export PATH := $(abspath $(VENV)/bin):$(PATH)
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml tools/setup.sh
 ## Default simulation: Spillway as the paper describes it (switch side + spill node through link delay
 ## lines) under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
 sim: setup
-	WAVES=1 $(PY) -m pytest testbenches/test_spillway.py -k random_traffic $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make sim')
+	WAVES=1 $(PY) -m pytest testbenches/spillway/test_top.py -k random_traffic $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make sim')
 	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.

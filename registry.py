@@ -2,7 +2,7 @@
 
 Every service reads ``BLOCKS`` and nothing else: the lockstep testbenches, the soak, the checked bench,
 coverage, mutation, ``make verilog``, ``make report`` and the README's block table. A block has one
-name everywhere: its registry key is its module path under ``hdl/`` (``spill_node``; a family's member
+name everywhere: its registry key is its module path under ``hdl/`` (``chunk_bitmap``; a family's member
 ``spillway.node`` lives in ``hdl/spillway/node.py``), and the same path names its golden model
 (``models/``), its testbench (``testbenches/<path>/test_<stem>.py``) and its proofs
 (``formal/<path>/test_<stem>.py``). ``testbenches/test_layout.py`` checks all of it. See
@@ -69,6 +69,7 @@ class Block:
     soak: dict = field(default_factory=dict)    #: further soak overrides (what the soak must reach)
     variants: dict = field(default_factory=dict)  #: named parameter overrides also reported by ``make report``
     tests: tuple = ()           #: more testbenches that exercise the block (``make mutants`` runs them too)
+    parts: tuple = ()           #: its design's other hdl/ modules, not blocks (``make mutants`` mutates them too)
     traffic: object = None      #: configured soak traffic ``(component, rng) -> generate(count)``
     #: (testbenches/soak_traffic.py; None: the ``stimulus`` pool) and the counters it must reach:
     reached: dict = field(default_factory=dict)   #: counter -> the packets a run needs to reach it
@@ -107,6 +108,10 @@ class Block:
         """Its proofs, relative to the repository root (None without ``formal``)."""
         return self.testbench().replace("testbenches/", "formal/", 1) if self.formal else None
 
+    def sources(self):
+        """Its RTL sources, relative to the repository root: the Component's module and its ``parts``."""
+        return [self.files()[0], *self.parts]
+
     def files(self):
         """The block's files, relative to the repository root."""
         sources = [Path(inspect.getsourcefile(cls)).relative_to(ROOT).as_posix()
@@ -141,17 +146,19 @@ BLOCKS = {b.name: b for b in [
           doc="docs/blocks/spillway.md"),
     Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
           "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
-          doc="docs/blocks/spillway.md", tests=("testbenches/spillway/test_top.py",)),
+          doc="docs/blocks/spillway.md", tests=("testbenches/spillway/test_top.py",),
+          parts=("hdl/spillway/credit.py", "hdl/spillway/arrival.py")),
     Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
           doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
           "Spillway spill link, one direction (a delay line of spill frames)", doc="docs/blocks/spillway.md",
-          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
+          stimulus="spill", bench={"data_bytes": 128},
+          tests=("testbenches/spillway/test_switch.py", "testbenches/spillway/test_top.py")),
     Block("spillway.inswitch", InSwitchSpillBuffer, InSwitchParams, InSwitchModel,
           "Spillway's in-switch buffering baseline (spilled handles wait in the switch)",
-          doc="docs/blocks/spillway.md"),
+          doc="docs/blocks/spillway.md", parts=("hdl/spillway/spill_core.py",)),
     Block("progress_regfile", ProgressRegfile, ProgressRegfileParams, ProgressRegfileModel,
           "Symphony progress register file", doc="docs/blocks/symphony.md",
           # epochs of 16 cycles (ageing decided all the time, many at an epoch's edge: a timer one cycle

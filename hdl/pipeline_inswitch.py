@@ -96,7 +96,7 @@ class InSwitchPipeline(PipelineStages):
         sent = Signal(range(B))                 # beats of the current descriptor already sent
         long = oversize.bit_select(desc.handle, 1)
         # The descriptor and beat egress shows in the next cycle: the spill core's output register
-        # loads a drained head or a forwarded arrival (as hdl/spill_buffer.py SpillCore does).
+        # loads a drained head or a forwarded arrival (as hdl/spillway/spill_core.py SpillCore does).
         core = spill.core
         heads = []
         for p, fifo in enumerate(core.fifos):

@@ -142,7 +142,7 @@ def test_waves_newest_dump_is_the_users(tmp_path):
     ``build/readme-*``, a mutation run's tree) is not the user's: the user's newest is shown."""
     own = tmp_path / "spillway" / "p3-vcd" / "random_traffic" / "dump.vcd"
     clone = tmp_path / "readme-gw1"
-    copied = clone / "build" / "spill_buffer" / "x-vcd" / "random_traffic" / "dump.vcd"
+    copied = clone / "build" / "spillway.top" / "x-vcd" / "random_traffic" / "dump.vcd"
     for path, mtime in ((own, 1000), (copied, 2000)):
         path.parent.mkdir(parents=True)
         path.write_text("")
@@ -210,7 +210,7 @@ def test_agg_measure(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["nosuchblock"], "unknown block 'nosuchblock'"),
-    (["spill_buffer[nosuch]"], "unknown variant 'spill_buffer[nosuch]'; known: inswitch"),
+    (["aggregator[nosuch]"], "unknown variant 'aggregator[nosuch]'; known: atp, switchml"),
     (["--packets", "0"], "--packets: must be at least 1"),
     (["--packets", "-3", "packet_fifo"], "--packets: must be at least 1"),
     (["--engines", "cocotb,nosuch", "packet_fifo"], "--engines: unknown engine nosuch; known: verilator-cpp"),

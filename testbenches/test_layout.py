@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from amaranth.lib import wiring
 from amaranth._unused import MustUse
+from amaranth.lib import wiring
 
 from models.contract import kind_of
 from models.params import Params
@@ -28,7 +28,7 @@ def test_one_name_everywhere(name):
     assert block.model.__module__ == f"models.{name}", f"{block.model.__name__} is in {block.model.__module__}"
     assert issubclass(block.component, wiring.Component)
     assert issubclass(block.params, Params), f"{block.params.__name__} is not a models.params.Params"
-    kind_of(block.model)
+    kind_of(block.model(block.params()))
 
 
 def test_every_component_registered():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from registry import ROOT
+from registry import ROOT, block
 from tools.mutants import generate
 
 pytestmark = pytest.mark.xdist_group("mutants")
@@ -51,20 +51,20 @@ def test_operators():
     assert all("count < 9" in t and "self.a == 1" in t for t in texts), "properties are the proofs' code, not logic"
 
 
-#: The fixed CI sample: the in-switch spill buffer's handle counter enable and its FIFO-full test.
-SAMPLE = ("with m.If(core.d.valid & core.d.ready)", "full = counts[port] == C")
+#: The fixed CI sample: the spill node's FIFO-full test at a frame's first beat, and its hold to the last.
+SAMPLE = ("full = Mux(parser.first, port_ok & (counts[port] == C), full_held)", "m.d.sync += full_held.eq(full)")
 
 
 def test_sample_killed():
-    """Faults in the spill buffer's handle counter and FIFO-full test: the testbench kills each."""
+    """Faults in the spill node's FIFO-full test: the testbench kills each."""
     matches = [arg for text in SAMPLE for arg in ("--match", text)]
-    listed = subprocess.run([sys.executable, "-m", "tools.mutants", "spill_buffer", "--list", *matches], cwd=ROOT,
+    listed = subprocess.run([sys.executable, "-m", "tools.mutants", "spillway.node", "--list", *matches], cwd=ROOT,
                             capture_output=True, text=True)
     count = len(listed.stdout.splitlines())
     assert listed.returncode == 0 and count >= 2, listed.stdout + listed.stderr
     out = ROOT / "build" / "mutants-selftest" / "sample"        # not the user's tables in build/mutants
     shutil.rmtree(out, ignore_errors=True)
-    result = subprocess.run([sys.executable, "-m", "tools.mutants", "spill_buffer", *matches, "--no-formal",
+    result = subprocess.run([sys.executable, "-m", "tools.mutants", "spillway.node", *matches, "--no-formal",
                              "--no-baseline", "--out", str(out.relative_to(ROOT))], cwd=ROOT, capture_output=True,
                             text=True, timeout=1200)
     assert result.returncode == 0, result.stderr
@@ -81,13 +81,14 @@ def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
     (ROOT / "build" / "mutants-selftest").mkdir(parents=True, exist_ok=True)
     rows = [dict(id=1, operator="cmp", line=3, sim="pass", formal="pass", before="x = a < b", after="x = (a <= b)"),
             dict(id=2, operator="drop", line=4, sim="fail", formal="pass", before="m.d.sync += y", after="pass")]
-    mutants.report("demo", "hdl/demo.py", rows, True)
+    mutants.report("demo", lambda line: f"hdl/demo.py:{line}", rows, True)
     out = capsys.readouterr().out
     assert "equivalent #1 cmp hdl/demo.py:3: x = a < b  ->  x = (a <= b): a never equals b" in out, out
     assert "0 invalid, 1 equivalent; of the other 1, killed by simulation 1/1 (100 %), by formal 0/1 (0 %)" in out, out
     assert "survivor" not in out, out
     argued.write_text('[[demo]]\nbefore = "x = a < b"\nafter = "x = (a <= b)"\nnth = 1\nwhy = "the second"\n')
-    mutants.report("demo", "hdl/demo.py", [dict(rows[0], nth=0), dict(rows[0], id=3, line=5, nth=1)], True)
+    mutants.report("demo", lambda line: f"hdl/demo.py:{line}",
+                   [dict(rows[0], nth=0), dict(rows[0], id=3, line=5, nth=1)], True)
     out = capsys.readouterr().out
     assert "equivalent #3" in out and "survivor #1" in out, "nth: only that mutant of the line text"
 
@@ -100,7 +101,7 @@ def test_equivalences_are_mutants():
     argued = tomllib.loads(mutants.EQUIVALENT.read_text())
     assert argued, "the equivalence file argues no mutant"
     for name, entries in argued.items():
-        source = (ROOT / f"hdl/{name}.py").read_text()
+        source = mutants.Sources(block(name).sources()).text
         pairs = [m.describe(source) for m in generate(source)]
         for e in entries:
             assert pairs.count((e["before"], e["after"])) > e.get("nth", 0), \
@@ -117,15 +118,16 @@ def test_rerun_merges(monkeypatch, capsys):
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     monkeypatch.setattr(mutants, "OUT", out)
-    source = (ROOT / "hdl/ev_expander.py").read_text()
+    source = mutants.Sources(block("ev_expander").sources()).text
     first, second = generate(source)[:2]
     row = lambda m, sim: dict(id=m.id, operator=m.operator, line=m.line, nth=0, sim=sim,  # noqa: E731
                               formal="pass", before=m.describe(source)[0], after=m.describe(source)[1])
     stale = dict(row(second, "pass"), after="no such mutant")
-    mutants.report("ev_expander", "hdl/ev_expander.py", [row(first, "pass"), row(second, "pass"), stale], True)
+    where = mutants.Sources(block("ev_expander").sources()).where
+    mutants.report("ev_expander", where, [row(first, "pass"), row(second, "pass"), stale], True)
     rows = mutants.merged("ev_expander", source, [dict(row(second, "fail"), formal="fail")])
     assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]
-    mutants.report("ev_expander", "hdl/ev_expander.py", rows, True)
+    mutants.report("ev_expander", where, rows, True)
     capsys.readouterr()
     mutants.main(["ev_expander", "--again", "--list"])
     assert [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()] == [first.id], "--again: survivors"
@@ -144,7 +146,7 @@ def test_sim_tests_exist():
     from registry import BLOCKS
     from tools import mutants
     paths = [path for b in BLOCKS.values() if b.name != "packet_fifo" for path in mutants.sim_tests(b)]
-    assert "testbenches/test_spillway.py" in paths, "the disaggregated spill buffer's closed loop"
+    assert "testbenches/spillway/test_top.py" in paths, "the whole Spillway, for its parts"
     listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", *paths], cwd=ROOT,
                             capture_output=True, text=True)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]

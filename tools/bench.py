@@ -10,7 +10,7 @@ block on four engines, all in this run:
 - ``cocotb``: cocotb + Verilator with the testbenches' own StreamSource / StreamSink;
 - ``amaranth-pysim``: Amaranth's Python simulator (fewer packets: it is the slowest).
 
-``block[variant]`` benchmarks a registry variant (e.g. ``spill_buffer[inswitch]``).
+``block[variant]`` benchmarks a registry variant (e.g. ``aggregator[atp]``).
 It prints packets/s and cycles/s per engine and the ratio to the C++ harness, and writes
 ``build/bench/bench.csv``.
 """
@@ -237,7 +237,7 @@ def bench(name, packets, progress=lambda engine: contextlib.nullcontext(), engin
 
 
 class Progress:
-    """``[3/25] spill_buffer cocotb ... 12.3 s (elapsed 1:02)`` on stderr, one line per block and engine."""
+    """``[3/25] spillway.top cocotb ... 12.3 s (elapsed 1:02)`` on stderr, one line per block and engine."""
 
     def __init__(self, total):
         self.total, self.done, self.block, self.start = total, 0, None, time.perf_counter()

@@ -1,6 +1,6 @@
 """A GTKWave save file (``.gtkw``) for a waveform of a block: ports grouped, struct fields split.
 
-    python -m tools.gtkw build/spill_buffer/<params>-vcd/random_traffic/dump.vcd   # -> dump.gtkw beside it
+    python -m tools.gtkw build/spillway.top/<params>-vcd/random_traffic/dump.vcd   # -> dump.gtkw beside it
     gtkwave dump.vcd dump.gtkw
 
 The runner writes one beside every waveform it keeps (``WAVES=1``). Signals are those of the

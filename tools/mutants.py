@@ -1,6 +1,7 @@
 """Mutation run of one block or all: ``python -m tools.mutants BLOCK|all [--n N] [--seed S] [--list] [--summary]``.
 
-Mutants are small faults put into the block's RTL source (its Component's module), one at a time, by
+Mutants are small faults put into the block's RTL sources (its Component's module and its ``parts``:
+``registry.Block.sources()``), one at a time, by
 source-level operators on the code that builds logic (functions that add to ``m.d``):
 
 - ``cmp``: ``<`` and ``<=``, ``>`` and ``>=``, ``==`` and ``!=`` swapped;
@@ -54,6 +55,45 @@ KILLED = ("fail", "timeout")
 SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
+
+
+#: The line that joins a block's source files into the one text its mutants are numbered over.
+JOIN = "# --- innet mutants: next file {path}"
+
+
+class Sources:
+    """A block's source files as one text (``text``), joined by ``JOIN`` lines: its mutants are
+    generated, numbered and described on it; ``where`` maps a line of it to its file and line;
+    ``write`` puts a (mutated) text back into the files under a tree."""
+
+    def __init__(self, paths, root=None):
+        root = root or ROOT
+        self.paths = list(paths)
+        self.texts = [(root / p).read_text() for p in self.paths]
+        self.text = "".join(f"{JOIN.format(path=p)}\n{t}" for p, t in zip(self.paths, self.texts))
+        self.starts, line = [], 1
+        for text in self.texts:
+            self.starts.append(line + 1)              # the file's first line, after its JOIN line
+            line += 1 + text.count("\n")
+
+    def where(self, line):
+        """``path:line`` of a line of ``text``."""
+        k = max(i for i, start in enumerate(self.starts) if start <= line)
+        return f"{self.paths[k]}:{line - self.starts[k] + 1}"
+
+    def write(self, root, text):
+        """Write ``text`` (``self.text``, mutated) back into the files under ``root``."""
+        parts = text.split("\n")
+        chunks, current = {}, None
+        for line in parts:
+            if line.startswith(JOIN.format(path="")):
+                current = line[len(JOIN.format(path="")):]
+                chunks[current] = []
+            else:
+                chunks[current].append(line)
+        for path, lines in chunks.items():
+            text = "\n".join(lines)
+            (root / path).write_text(text if text.endswith("\n") else text + "\n")
 
 
 @dataclass
@@ -247,7 +287,7 @@ def main(argv=None):
     if args.block == "all":
         if args.match or args.id:
             raise ValueError("--match and --id need one block, not all")
-        names = [n for n in registry.names() if generate((ROOT / block(n).files()[0]).read_text())]
+        names = [n for n in registry.names() if generate(Sources(block(n).sources()).text)]
     else:
         names = [block(args.block).name]
     if not args.summary:
@@ -260,8 +300,8 @@ def main(argv=None):
 def run_block(name, args):
     """``args``' mutants of block ``name``: listed, or run and reported (merged into its CSV)."""
     b = block(name)
-    path = b.files()[0]
-    source = (ROOT / path).read_text()
+    sources = Sources(b.sources())
+    path, source = " ".join(sources.paths), sources.text
     mutants = every = generate(source)
     if not mutants:
         raise ValueError(f"{path} builds no logic of its own to mutate (only submodules)")
@@ -286,7 +326,7 @@ def run_block(name, args):
     if args.list:
         for m in mutants:
             before, after = m.describe(source)
-            print(f"{m.id:4} {m.operator:6} {path}:{m.line}: {before}  ->  {after}")
+            print(f"{m.id:4} {m.operator:6} {sources.where(m.line)}: {before}  ->  {after}")
         return
     tree = OUT / b.name / "tree"
     copy_tree(tree)
@@ -298,11 +338,10 @@ def run_block(name, args):
             formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
         raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
     rows, started, rank = [], time.monotonic(), _ranks(source, every)
-    target = tree / path
     try:
         for n, m in enumerate(mutants, 1):
             before, after = m.describe(source)
-            target.write_text(m.apply(source))
+            sources.write(tree, m.apply(source))
             before_run = earlier.get(m.id, {})
             if not valid(tree, b.name):
                 sim = form = "invalid"
@@ -316,8 +355,8 @@ def run_block(name, args):
             print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
                   f"line {m.line}: sim {sim}, formal {form}", flush=True)
     finally:
-        target.write_text(source)
-    report(b.name, path, merged(b.name, source, rows), formal)
+        sources.write(tree, source)
+    report(b.name, sources.where, merged(b.name, source, rows), formal)
 
 
 def _by_text(source, mutants):
@@ -370,7 +409,7 @@ def summary(names):
     print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
           f"{'combined':>13} survivors")
     for name in names:
-        source = (ROOT / block(name).files()[0]).read_text()
+        source = Sources(block(name).sources()).text
         total, out = len(generate(source)), OUT / f"{name}.csv"
         rows = merged(name, source, []) if out.exists() else []
         if not rows:
@@ -400,9 +439,9 @@ def why_of(argued, row):
     return argued.get((*key, int(row.get("nth") or 0)), argued.get((*key, None), ""))
 
 
-def report(name, path, rows, formal):
-    """Kill rates over the non-equivalent mutants, and the survivors, on the terminal and in
-    ``build/mutants/<block>.csv``."""
+def report(name, where, rows, formal):
+    """Kill rates over the non-equivalent mutants, and the survivors (``where(line)``: their file and
+    line), on the terminal and in ``build/mutants/<block>.csv``."""
     argued = equivalent(name)
     for r in rows:
         r["equivalent"] = why_of(argued, r)
@@ -414,7 +453,8 @@ def report(name, path, rows, formal):
     valid_rows, live, proved = _tally(rows, argued)
     for r in valid_rows:
         if r["equivalent"]:
-            print(f"  equivalent #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}: "
+            print(f"  equivalent #{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  "
+                  f"{r['after']}: "
                   + " ".join(r["equivalent"].split()))
     killed = lambda key, of=live: sum(_dead(r, key) for r in of)      # noqa: E731
     both = sum(_dead(r, "sim") or _dead(r, "formal") for r in live)
@@ -426,7 +466,8 @@ def report(name, path, rows, formal):
           + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
     for r in live:
         if not _dead(r, "sim") and not _dead(r, "formal"):
-            print(f"  survivor #{r['id']} {r['operator']} {path}:{r['line']}: {r['before']}  ->  {r['after']}")
+            print(f"  survivor #{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  "
+                  f"{r['after']}")
 
 
 if __name__ == "__main__":

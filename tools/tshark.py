@@ -1,6 +1,6 @@
 """Decode pcaps with Wireshark's tshark and innet's Lua dissectors; check every field against scapy.
 
-    python -m tools.tshark build/spill_buffer/<params>/random_traffic/in.pcap
+    python -m tools.tshark build/spillway.top/<params>/random_traffic/in.pcap
     python -m tools.tshark build/                  # every pcap under build/
     python -m tools.tshark --strict a.pcap         # also fail on DNS, malformed or unknown frames
 

@@ -1,6 +1,6 @@
 """Print chosen signals of a VCD or FST waveform as a table, one row per rising clock edge.
 
-    python -m tools.waves build/spill_buffer/<params>-vcd/random_traffic/dump.vcd o__valid o__payload
+    python -m tools.waves build/spillway.top/<params>-vcd/random_traffic/dump.vcd o__valid o__payload
     python -m tools.waves --list dump.fst            # every signal name in the file
     python -m tools.waves dump.vcd 'o__*' --start 100 --rows 40
     python -m tools.waves dump.vcd i__valid o__payload --start 100 --rows 30 --svg window.svg   # timing diagram

@@ -223,13 +223,13 @@ class Spec(Elaboratable):
 
 
 @pytest.mark.parametrize("order", ["flow", "port"])
-def test_spill_buffer_prove(order):
-    result = prove(Spec(order), f"spill_buffer_{order}", depth=6, mode="prove")
+def test_inswitch_prove(order):
+    result = prove(Spec(order), f"spillway_inswitch_{order}", depth=6, mode="prove")
     print(f"{order}: {result.mode} depth {result.depth} in {result.seconds:.1f} s")
 
 
-def test_spill_buffer_cover():
-    prove(Spec("flow"), "spill_buffer_cover", depth=16, mode="cover")
+def test_inswitch_cover():
+    prove(Spec("flow"), "spillway_inswitch_cover", depth=16, mode="cover")
 
 
 class HandleSpec(Elaboratable):
@@ -260,4 +260,4 @@ class HandleSpec(Elaboratable):
 
 def test_inswitch_handles_bmc():
     """Handles are distinct arrival numbers (bounded: depth 6 < 2**handle_bits packets)."""
-    prove(HandleSpec(), "spill_buffer_handles", depth=6, mode="bmc")
+    prove(HandleSpec(), "spillway_inswitch_handles", depth=6, mode="bmc")

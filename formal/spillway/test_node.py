@@ -336,26 +336,26 @@ class DrainResponseSpec(FifoSpec):
         return m
 
 
-def test_spill_node_prove():
-    prove(Spec(), "spill_node", depth=6, mode="prove")
+def test_node_prove():
+    prove(Spec(), "spillway_node", depth=6, mode="prove")
 
 
-def test_spill_node_cover():
-    prove(Spec(), "spill_node_cover", depth=20, mode="cover")
+def test_node_cover():
+    prove(Spec(), "spillway_node_cover", depth=20, mode="cover")
 
 
-def test_spill_node_fifo_prove():
+def test_node_fifo_prove():
     """Round-robin fairness and FIFO data integrity, with every counter and the base properties (unbounded)."""
-    prove(FifoSpec(), "spill_node_fifo", depth=3, mode="prove")
+    prove(FifoSpec(), "spillway_node_fifo", depth=3, mode="prove")
 
 
-def test_spill_node_fifo_cover():
+def test_node_fifo_cover():
     """Not vacuous: the tracked frame of port 1, of every beat, leaves."""
-    prove(FifoSpec(), "spill_node_fifo_cover", depth=10, mode="cover")
+    prove(FifoSpec(), "spillway_node_fifo_cover", depth=10, mode="cover")
 
 
 @pytest.mark.deep
-def test_spill_node_drain_response():
+def test_node_drain_response():
     """A drain request is answered within ports x beats cycles while the switch takes returns (unbounded;
     ~1 min: ``make formal-deep``)."""
-    prove(DrainResponseSpec(), "spill_node_drain_response", depth=3, mode="prove")
+    prove(DrainResponseSpec(), "spillway_node_drain_response", depth=3, mode="prove")

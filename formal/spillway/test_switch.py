@@ -340,7 +340,7 @@ class SwitchSpec(Elaboratable):
 
 #: Bounded depth of the default run: 6 cycles reach a spill, its DATA frame (2 beats) and a drain
 #: request, or a 3-beat packet forwarded behind another (~12 s); a round trip back to ``o`` needs about 10
-#: (many minutes): ``INNET_SPILL_DEPTH=10 pytest formal/test_spill_buffer.py -k disaggregated_switch``.
+#: (many minutes): ``INNET_SPILL_DEPTH=10 pytest formal/spillway/test_switch.py -k disaggregated_switch``.
 SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 6)
 
 

@@ -24,7 +24,7 @@ def flow_of(packet, flows):
 
 
 def malformed(header, length, port, ports):
-    """Whether a packet with these first bytes and length cannot be handled (see SpillBuffer)."""
+    """Whether a packet with these first bytes and length cannot be handled (see InSwitchSpillBuffer)."""
     return (length < MIN_LENGTH
             or int.from_bytes(header[wire.ETHERTYPE_AT:wire.ETHERTYPE_AT + 2], "big") != wire.ETHERTYPE_IPV4
             or header[wire.IP_VERSION_IHL_AT] != wire.IPV4_VERSION_IHL5

@@ -51,7 +51,7 @@ def reason(frame, ports):
 def coverage(p):
     """The spill node's functional coverage: every frame outcome (each counter reason, each malformed
     rule) at every FIFO fill and slot-length edge; DRAIN grants; the return path's choice and stalls."""
-    cover = tb.Coverage("spill_node")
+    cover = tb.Coverage("spillway.node")
     cover.point("outcome", OUTCOMES)
     cover.point("fill", FILLS)
     cover.point("length", LENGTHS)

@@ -34,6 +34,7 @@ class TB(SpillwayTB):
 
     def __init__(self, dut, service=4, latency=7):
         self.switch_params, self.latency = tb.params(), latency
+        self.switch = dut
         super().__init__(dut, service)
         self.switch_model = self.model
         self.far = FarEnd(self, self.switch_params, latency)

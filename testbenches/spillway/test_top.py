@@ -19,6 +19,7 @@ class TB(SpillwayTB):
 
     def __init__(self, dut, service=4):
         self.switch_params, self.latency = tb.params().switch, tb.params().latency
+        self.switch = dut.switch
         super().__init__(dut, service)
         self.switch_model = self.model.switch
         dut.spill_pause.value = dut.node_pause.value = 0

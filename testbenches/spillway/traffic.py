@@ -1,22 +1,48 @@
 """What the switch side's and the top's testbenches share: RoCEv2 traffic of flows, the egress queues
-(``qdepth``), and the end-to-end checks (counters, conservation, nothing lost, changed or duplicated,
-per-flow order). Each testbench adds what sits beyond the switch's spill link."""
+(``qdepth``), the spill link's frames as the switch's ports saw them (``spill_o.pcap``: DATA and DRAIN
+frames; ``spill_i.pcap``: RETURN frames and any bogus ones), and the end-to-end checks (counters,
+conservation, nothing lost, changed or duplicated, per-flow order). Each testbench adds what sits beyond
+the switch's spill link."""
+import collections
 import itertools
 import random
 
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from models.headers import IP, UDP, Ether, roce_packet
+from hdl.spillway.link import link_layout
+from models import wire
+from models.headers import IP, UDP, Ether, Spill, roce_packet
 from testbenches import tb
 
 __all__ = ["SpillwayTB", "flows", "packet", "sizes", "phases"]
 
 
+class LinkLog:
+    """The frames one direction of the spill link carried: a ``tb.Frame`` each, stamped with the simulation
+    time of its first beat (for a pcap)."""
+
+    def __init__(self, width):
+        self.width, self.partial, self.start, self.log = width, bytearray(), None, []
+
+    def beat(self, beat):
+        if beat["first"]:
+            self.partial, self.start = bytearray(), tb.now()
+        self.partial += beat["data"].to_bytes(self.width, "little")[:beat["keep"].bit_length()]
+        if beat["last"]:
+            self.log.append(tb.Frame(self.start, bytes(self.partial)))
+            self.partial = bytearray()
+
+    def reset(self):
+        self.partial = bytearray()
+
+
 class SpillwayTB(tb.BlockTB):
     """Drives packets into the switch side and plays the egress queues: each sends a packet every
     ``service`` cycles and grows by the packets ``o`` sends; ``qdepth`` is their depth plus the cross
-    traffic (``load``). A subclass gives ``switch_params``, ``switch_model`` and ``node_state()``."""
+    traffic (``load``); logs the spill link's frames at the switch's ``spill_o`` and ``spill_i``
+    (``links``). A subclass gives ``switch_params``, ``switch_model``, ``node_state()`` and ``switch``,
+    the scope of the switch side's ports (the DUT, or the top's submodule)."""
 
     def __init__(self, dut, service=4):
         super().__init__(dut)
@@ -28,9 +54,11 @@ class SpillwayTB(tb.BlockTB):
         self.load = [0] * self.ports            # cross traffic queued per port, packets
         self.link_pause = 0.0                   # probability of back-pressure on each link
         self.rng = random.Random(tb.seed() + 1)
+        self.links = {"spill_o": LinkLog(self.W), "spill_i": LinkLog(self.W)}     # switch -> node, node -> switch
         self._clear()
         dut.qdepth.value = tb.pack(self._layout("qdepth"), self.qdepth())
         cocotb.start_soon(self._egress())
+        cocotb.start_soon(self._spill_link())
 
     def _clear(self):
         self.sent, self.index = [], {}          # packets in arrival order; raw -> arrival number
@@ -41,6 +69,8 @@ class SpillwayTB(tb.BlockTB):
     async def reset(self):
         await super().reset()
         self.sink.clear()
+        for link in self.links.values():
+            link.reset()
         self._clear()
 
     def send(self, packet, port):
@@ -70,6 +100,18 @@ class SpillwayTB(tb.BlockTB):
                 if cycles % self.service == 0:
                     self.queues = [max(q - 1, 0) for q in self.queues]
             dut.qdepth.value = tb.pack(self._layout("qdepth"), self.qdepth())
+
+    async def _spill_link(self):
+        """Each frame the switch side sent on ``spill_o`` and took on ``spill_i`` (always ready)."""
+        scope, layout = self.switch, link_layout(self.W)
+        while True:
+            await RisingEdge(self.dut.clk)
+            if self.in_reset():
+                continue
+            if scope.spill_o__valid.value and scope.spill_o__ready.value:
+                self.links["spill_o"].beat(tb.unpack(layout, scope.spill_o__payload.value.to_unsigned()))
+            if scope.spill_i__valid.value:
+                self.links["spill_i"].beat(tb.unpack(layout, scope.spill_i__payload.value.to_unsigned()))
 
     def quiet(self):
         """Nothing more will come back (a subclass adds what is on its links)."""
@@ -115,6 +157,8 @@ class SpillwayTB(tb.BlockTB):
             assert n > last.get(flow, -1), f"flow {flow} reordered at packet {n}"
             last[flow] = n
         self.write_pcaps()
+        for name, link in self.links.items():
+            tb.write_pcap(name, link.log)
         cocotb.log.info("%s: %d in, switch %s, node %s, %d cycles", name, len(self.sent), c, node, self.cycle)
 
 
@@ -178,6 +222,11 @@ async def random_traffic(t):
     assert c["spilled"] > 30 and c["reinjected"] == c["spilled"] and c["drain_requests"] > 30, c
     assert c["spilled"] == spilled + 3, "the three shortest packets were spilled (and came back)"
     t.check("random_traffic")
+    # the spill link's pcaps: every frame a spill frame (EtherType 0x88B5), one per DATA, DRAIN and RETURN
+    down, up = (collections.Counter(Ether(f.data)[Spill].op for f in t.links[name].log)
+                for name in ("spill_o", "spill_i"))
+    assert down == {wire.SPILL_DATA: c["spilled"], wire.SPILL_DRAIN: c["drain_requests"]}, (down, c)
+    assert up == {wire.SPILL_RETURN: c["reinjected"]}, (up, c)
 
 
 async def node_full(t):
