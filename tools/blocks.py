@@ -33,7 +33,7 @@ def readme_table():
         page = f"[{title(b.doc)}]({b.doc})" if b.doc else "—"
         hdl, model = b.files()[:2]
         proofs = f"`{b.proofs()}`" if b.formal else "—"
-        lines.append(f"| `{b.name}` | {b.title} | {page} | `{hdl}` | `{model}` ({b.model.KIND}) "
+        lines.append(f"| `{b.name}` | {b.title} | {page} | `{hdl}` | `{model}` ({getattr(b.model, 'KIND', '-')}) "
                      f"| `{b.testbench()}` | {proofs} |")
     return "\n".join(lines)
 

@@ -2,7 +2,7 @@
 
 Every passed check leaves ``build/formal/<proof>/result.json`` (``formal/runner.py``: mode, depth,
 properties, the test that ran it). This tool tabulates them per block (the block of
-``formal/test_<block>.py``): without ``--docs`` it prints the tables; with it (after ``make formal``),
+``formal/test_<block>.py``, or ``formal/<family>/test_<member>.py`` for ``family.member``): without ``--docs`` it prints the tables; with it (after ``make formal``),
 it rewrites the ``<!-- proofs:<block> -->`` section of each block's page in ``docs/blocks/`` whose
 proofs ran (the others stay) and the totals in ``docs/verification.md`` (``<!-- proofs -->``).
 ``formal/conftest.py`` checks, after each proof, that its row in the block's page is this run's;
@@ -26,8 +26,9 @@ MODES = {"prove": "k-induction", "bmc": "bounded", "cover": "cover"}
 
 def block_of(test):
     """The registered block whose proofs ``test`` (a pytest node id) runs, or None (the runner's own)."""
-    found = re.match(r"formal/test_(\w+)\.py::", test)
-    return found[1] if found and found[1] in registry.BLOCKS else None
+    found = re.match(r"formal/(?:(\w+)/)?test_(\w+)\.py::", test)
+    name = found and ".".join(filter(None, found.groups()))
+    return name if name in registry.BLOCKS else None
 
 
 def row(result):
