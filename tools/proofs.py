@@ -2,7 +2,8 @@
 
 Every passed check leaves ``build/formal/<proof>/result.json`` (``formal/runner.py``: mode, depth,
 properties, the test that ran it). This tool tabulates them per block (the block of
-``formal/test_<block>.py``, or ``formal/<family>/test_<member>.py`` for ``family.member``): without ``--docs`` it prints the tables; with it (after ``make formal``),
+``formal/test_<block>.py``, or ``formal/<family>/test_<member>.py`` for ``family.member``): without
+``--docs`` it prints the tables; with it (after ``make formal``),
 it rewrites the ``<!-- proofs:<block> -->`` section of each block's page in ``docs/blocks/`` whose
 proofs ran (the others stay) and the totals in ``docs/verification.md`` (``<!-- proofs -->``).
 ``formal/conftest.py`` checks, after each proof, that its row in the block's page is this run's;
