@@ -311,9 +311,9 @@ def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
     item before what it wraps: crosses once read the previous call's point hits)."""
     import json
 
-    from testbenches import tb
-    monkeypatch.setattr(tb, "run_dir", lambda: tmp_path)
-    cover = tb.Coverage("selftest_cross")
+    from testbenches import functional
+    monkeypatch.setattr(functional, "run_dir", lambda: tmp_path)
+    cover = functional.Coverage("selftest_cross")
     cover.point("a", ("x", "y"))
     cover.point("b", (1, 2))
     cover.cross("axb", "a", "b", unreachable={("y", 1): "never"})
