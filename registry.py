@@ -87,7 +87,7 @@ BLOCKS = {b.name: b for b in [
     Block("ev_selector", "EvSelector", "EvSelectorParams", "EvSelectorModel",
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", spec="§5", stimulus="ev_requests"),
     Block("ev_expander", "EvExpander", "EvExpanderParams", "EvExpanderModel",
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", spec="§5", stimulus="evs"),
+          "MRC EV expander (OCP MRC 1.0 EV profiles: STEV, SRv6 DA + SRH)", spec="§5", stimulus="evs"),
     Block("chunk_bitmap", "ChunkBitmap", "ChunkBitmapParams", "ChunkBitmapModel",
           "SDR-RDMA chunk-bitmap tracker with generations", spec="§6", stimulus="sdr"),
     Block("bounded_loss_tracker", "BoundedLossTracker", "BoundedLossTrackerParams", "BoundedLossTrackerModel",

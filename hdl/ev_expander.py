@@ -48,15 +48,17 @@ class EvExpander(wiring.Component):
     output bits; its mask bits take the next EV bit, counted by ``taken``), which checks OCP's rules on
     the way; it is copied into ``sel`` in the cycle of the ``cfg`` transfer when accepted.
 
-    Bounds (parameters): the first ``ev_bits`` EV bits (default 128), the first ``exp_bits`` expanded
-    bits (default 256: all of ``ev_t``), ``max_fields`` fields (default 16), fields of at most
-    ``field_bits`` bits (default 32, OCP's). OCP profiles the block refuses though OCP's ``check_profs``
-    takes them: masks taking more than ``ev_bits`` EV bits (e.g. an SRv6+SRH profile of eight explicit
-    32-bit fields takes 256); more than ``max_fields`` format fields; UDP mode (``mrc_ctl.h`` gives
-    ``ev_t`` no layout for it); an STEV format wider than 32 bits or an SRv6 one wider than 256
-    (``mrc_ctl.h``'s ``ev_t``). Format fields are ``uint8_t`` wide as in ``mrc_ctl.h`` (the example's
-    ``uint32_t`` widths past 255 would make a format wider than ``ev_t``). All ten profiles of OCP's
-    example fit the defaults.
+    Bounds (parameters): the first ``ev_bits`` EV bits (default 64), the first ``exp_bits`` expanded
+    bits (default 128: the SRv6 destination address), ``max_fields`` fields (default 8), fields of at most
+    ``field_bits`` bits (default 32, OCP's). The request path's multiplexers grow as ``exp_bits`` x
+    ``ev_bits`` (a full crossbar: 8k inputs at the defaults, 32k for all of OCP's example), which sets the
+    defaults. OCP profiles the block refuses though OCP's ``check_profs`` takes them: masks taking more
+    than ``ev_bits`` EV bits; a format wider than ``exp_bits``; more than ``max_fields`` format fields;
+    UDP mode (``mrc_ctl.h`` gives ``ev_t`` no layout for it); an STEV format wider than 32 bits or an SRv6
+    one wider than 256 (``mrc_ctl.h``'s ``ev_t``). Format fields are ``uint8_t`` wide as in ``mrc_ctl.h``.
+    The defaults hold nine of the ten profiles of OCP's example; SRv6+SRH Explicit (a 192-bit format,
+    128 EV bits) needs ``exp_bits`` >= 192 and ``ev_bits`` >= 128 (the tests' ``ocp`` parameters hold
+    all ten).
     """
 
     def __init__(self, params=None):

@@ -46,11 +46,11 @@ FIELD_MEMBERS = ("width", "init_val", "min_val", "max_val", "mask")
 @dataclass(frozen=True, kw_only=True)
 class EvExpanderParams(Params):
     """Parameters of ``EvExpander`` and its model."""
-    ev_bits: int = param(128, lo=1, hi=wire.EV_T_BITS,
+    ev_bits: int = param(64, lo=1, hi=wire.EV_T_BITS,
                          doc="EV bits taken (OCP's ev_max_width): the first ev_bits bits of ev_t")
-    exp_bits: int = param(wire.SRV6_BITS, lo=1, hi=wire.EV_T_BITS,
+    exp_bits: int = param(128, lo=1, hi=wire.EV_T_BITS,
                           doc="expanded bits given: the first exp_bits bits of the expanded ev_t")
-    max_fields: int = param(16, lo=1, hi=64, doc="format fields (and EV fields) a profile may have")
+    max_fields: int = param(8, lo=1, hi=64, doc="format fields (and EV fields) a profile may have")
     field_bits: int = param(wire.EV_FIELD_BITS, lo=1, hi=wire.EV_FIELD_BITS, doc="widest EV field")
     counter_bits: int = param(32, lo=1, hi=64, doc="counter width (counters saturate)")
 

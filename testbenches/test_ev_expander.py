@@ -3,6 +3,7 @@ example program (``testbenches/data/ocp_ev_expansion.json``: its ten profiles an
 by ``tools/ocp_vectors.py``), against the PDEP-style oracle on random EVs per profile, and against OCP's
 refusal rules (``check_profs``, ``verify_unused_bits_zero``).
 """
+import collections
 import itertools
 import json
 import os
@@ -61,8 +62,12 @@ def rng():
     return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_expander"))
 
 
+#: Parameters that hold every profile of OCP's example (the model tests' default).
+OCP_SIZE = {"ev_bits": 128, "exp_bits": 256, "max_fields": 16}
+
+
 def model(prof=None, **kw):
-    m = EvExpanderModel(EvExpanderParams(**kw))
+    m = EvExpanderModel(EvExpanderParams(**{**OCP_SIZE, **kw}))
     if prof is not None:
         m.process("cfg", prof)
     return m
@@ -301,6 +306,7 @@ class TB(tb.BlockTB):
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
         self.cover = coverage()
         self.last_cfg = None
+        self.recorded = collections.deque()
         self.restart()
         cocotb.start_soon(self._consume())
 
@@ -331,6 +337,8 @@ class TB(tb.BlockTB):
                           taken="0" if not taken else "=ev_bits" if taken == bits else "partial")
         want = expand(item["ev"], self.prof, bits, self.params.exp_bits)
         assert out == {"ok": want is not None, "exp_ev": want or 0}, "model and oracle differ"
+        if self.recorded:                    # a case of OCP's program: its expansion, as recorded
+            assert out == {"ok": True, "exp_ev": self.recorded.popleft()}, "model and OCP's program differ"
         self.board.expect((out["ok"], out["exp_ev"]))
         self.sent += 1
 
@@ -380,23 +388,30 @@ class TB(tb.BlockTB):
 
 @cocotb.test()
 async def ocp_example(dut):
-    """OCP's ten profiles through ``cfg``, each case of OCP's program and random EVs (valid, with an unused
-    bit set) per profile, compared with the model, the oracle and the program's expansion."""
+    """OCP's ten profiles through ``cfg``: each one the block holds expands every case of OCP's program to
+    the program's expansion (and random EVs per profile, valid and with an unused bit set, to the model's
+    and the oracle's); one past the block's bounds is refused and the profile before stays."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, backpressure=0.3)
     p = t.params
     await t.reset()
+    held = 0
     for name, prof, cases in ocp_profiles():
-        prof = fit(prof, p)
         t.configure(prof)
         await t.configured()
-        if refusal(prof, p) is None and p.ev_bits >= 128 and p.exp_bits == 256:
-            for raw, exp_raw, _ in cases:        # RTL = model = oracle (TB) = OCP's program (here)
-                assert expand(ev_of_bytes(raw, 256), prof) == int.from_bytes(exp_raw, "big"), name
-                t.send(ev_of_bytes(raw, p.ev_bits))
-        t.evs(40)
         await t.drain()
+        if refusal(prof, p) is None:
+            held += 1
+            for raw, exp_raw, _ in cases:
+                ev, want = ev_of_bytes(raw, p.ev_bits), ev_of_bytes(exp_raw, p.exp_bits)
+                assert bytes_of(ev, p.ev_bits) == raw and bytes_of(want, p.exp_bits) == exp_raw, name
+                t.recorded.append(want)
+                t.send(ev)
+            await t.drain()
+            assert not t.recorded, f"{name}: {len(t.recorded)} recorded expansions not checked"
+        t.evs(40)
     c = await t.finish()
+    assert held >= 9 and (held == 10) == (p.ev_bits >= 128 and p.exp_bits >= 192 and p.max_fields >= 10), held
     assert c["expanded"] and c["bad_ev"]
 
 
@@ -488,13 +503,15 @@ async def reset_mid_traffic(dut):
 
 PARAMS = {
     "default": EvExpanderParams(),
+    #: every profile of OCP's example: a 128-bit EV, the whole 256-bit ev_t out, 16 fields.
+    "ocp": EvExpanderParams(**OCP_SIZE),
     #: a 20-bit EV, a 64-bit expansion, 4 fields of at most 16 bits, 2-bit saturating counters.
     "small": EvExpanderParams(ev_bits=20, exp_bits=64, max_fields=4, field_bits=16, counter_bits=2),
 }
 
 
 def runs(config, test):
-    return config == "default" or test in ("refusals", "random_profiles")
+    return config == "default" or test in {"ocp": ("ocp_example",), "small": ("refusals", "random_profiles")}[config]
 
 
 @runner.parametrize(__name__, PARAMS, select=runs)
