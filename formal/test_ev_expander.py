@@ -1,7 +1,7 @@
 """Formal check of the MRC EV expander: a symbolic OCP profile, configured and then expanding symbolic EVs.
 
 Bounded model check from reset, deep enough for any profile's configuration scan (``config_cycles``
-at ``PARAMS``: at most 3 + 2 x (1 + 8) = 21 cycles) and requests after it. The profile on ``cfg`` is one
+at ``PARAMS``: at most 5 + 2 x (2 + 6) = 21 cycles) and requests after it. The profile on ``cfg`` is one
 free constant (every member of every field: mode, counts, format widths, width, init_val, min_val,
 max_val, mask), offered from the first cycle and held until taken; EVs are free every cycle. The spec
 computes, its own way and not the design's:
@@ -25,9 +25,9 @@ from formal.runner import prove
 from hdl.ev_expander import COUNTERS, EvExpander, EvExpanderParams, config_layout
 from models import wire
 
-PARAMS = EvExpanderParams(ev_bits=6, exp_bits=8, max_fields=2, field_bits=4, counter_bits=2)
-#: config_cycles bound at PARAMS: 3 + max_fields x (1 + max(exp_bits, field_bits)).
-BOUND = 3 + PARAMS.max_fields * (1 + max(PARAMS.exp_bits, PARAMS.field_bits))
+PARAMS = EvExpanderParams(ev_bits=6, exp_bits=6, max_fields=2, field_bits=3, counter_bits=2)
+#: config_cycles bound at PARAMS: 5 + max_fields x (2 + max(exp_bits, field_bits)).
+BOUND = 5 + PARAMS.max_fields * (2 + max(PARAMS.exp_bits, PARAMS.field_bits))
 
 
 def popcount(m, v):

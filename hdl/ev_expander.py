@@ -22,7 +22,7 @@ def config_layout(params):
 
 def config_cycles(params, fmt_widths):
     """Cycles from a profile's ``cfg.valid`` to its transfer (format widths as far as the scan goes)."""
-    return 3 + sum(1 + max(w, params.field_bits) for w in fmt_widths)
+    return 5 + sum(2 + max(w, params.field_bits) for w in fmt_widths)
 
 
 class EvExpander(wiring.Component):
@@ -33,8 +33,8 @@ class EvExpander(wiring.Component):
     cycle per profile) with ``{ok, exp_ev}`` (the first ``exp_bits`` bits of the expanded ``ev_t``;
     ``ok`` low: a bit past the consumed ones is set, ``bad_ev``, and ``exp_ev`` 0). ``cfg`` takes a whole
     profile (``config_layout``): ``cfg.ready`` rises once it has been checked and, accepted, installed,
-    ``config_cycles`` after ``cfg.valid`` (3 + the sum over the format fields of 1 + max(width,
-    ``field_bits``): 69 cycles for two 16-bit STEV fields, 333 for OCP's SRv6+SRH example); meanwhile
+    ``config_cycles`` after ``cfg.valid`` (5 + the sum over the format fields of 2 + max(width,
+    ``field_bits``): 73 cycles for two 16-bit STEV fields, 345 for OCP's SRv6+SRH example); meanwhile
     requests go on under the old profile, and ``i`` is not ready in the cycle of the ``cfg`` transfer, so a
     request is never taken in the same cycle as a profile. Reset installs the empty profile (only EV 0
     expands, to 0). Counters (one ``Out`` port each, saturating): ``expanded``, ``bad_ev``,
@@ -122,20 +122,28 @@ class EvExpander(wiring.Component):
         limit = Mux(mode == wire.EV_FMT_MODE_STEV, min(wire.STEV_BITS, p.exp_bits), min(wire.SRV6_BITS, p.exp_bits))
         m.d.comb += self.cfg.ready.eq(self.commit)
 
+        # the f-th entries, staged (FETCH) so that LOAD's checks start from registers
+        entry, field, has, end = Signal(wire.EV_FMT_WIDTH_BITS), Signal.like(c.fields[0]), Signal(), Signal()
+        install = Signal()                                # DONE: the verdict, accepted
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.cfg.valid):
-                    m.d.sync += [f.eq(0), pos.eq(0), hot.eq(1), taken.eq(0), widths.eq(0), bad.eq(~known)]
+                    m.d.sync += [f.eq(0), pos.eq(0), hot.eq(1), taken.eq(0), widths.eq(0), bad.eq(~known),
+                                 ones.eq(0), length.eq(0), top_high.eq(0)]
                     m.d.sync += [s.eq(0) for s in self.shadow]
-                    m.next = "LOAD"
+                    m.next = "FETCH"
+            with m.State("FETCH"):
+                m.d.sync += [entry.eq(c.fmt_fields[f]), field.eq(c.fields[f]), has.eq(f < c.field_count),
+                             end.eq((f == c.fmt_field_count) | (f == p.max_fields))]
+                with m.If((ones != 0) & ((length > ones) | top_high)):
+                    m.d.sync += bad.eq(1)                 # the field before: max_val wider than its mask bits
+                m.next = "LOAD"
             with m.State("LOAD"):
-                entry, field = c.fmt_fields[f], c.fields[f]
-                has = f < c.field_count
-                with m.If((f == c.fmt_field_count) | (f == p.max_fields)):
-                    m.next = "DONE"
+                with m.If(end):
+                    m.next = "VERDICT"
                 with m.Elif(pos + entry > limit):         # wider than the mode or exp_bits: no need to scan on
                     m.d.sync += bad.eq(1)
-                    m.next = "DONE"
+                    m.next = "VERDICT"
                 with m.Else():
                     too_wide = field.width > B
                     outside = (field.init_val[B:] != 0) | (field.mask[B:] != 0) if B < wire.EV_FIELD_BITS else 0
@@ -167,22 +175,21 @@ class EvExpander(wiring.Component):
                 with m.If(tb & (length == 0)):
                     m.d.sync += length.eq(b + 1)
                 with m.If(b == 0):
-                    final_ones, final_length = ones + mb, Mux(length != 0, length, tb)
-                    with m.If((final_ones != 0) & ((final_length > final_ones) | top_high)):
-                        m.d.sync += bad.eq(1)         # max_val wider than the mask's bits
                     m.d.sync += f.eq(f + 1)
-                    m.next = "LOAD"
+                    m.next = "FETCH"
                 with m.Else():
                     m.d.sync += b.eq(b - 1)
+            with m.State("VERDICT"):
+                m.d.sync += install.eq(~bad & (c.field_count <= c.fmt_field_count)
+                                       & (c.fmt_field_count <= p.max_fields) & (widths <= pos) & (taken <= p.ev_bits))
+                m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += self.commit.eq(1)
+                m.d.sync += install.eq(0)
                 m.next = "IDLE"
 
-        accepted = Signal()
-        m.d.comb += accepted.eq(~bad & (c.field_count <= c.fmt_field_count) & (c.fmt_field_count <= p.max_fields)
-                                & (widths <= pos) & (taken <= p.ev_bits))
-        with m.If(self.commit & accepted):
+        with m.If(install):
             m.d.sync += [s.eq(t) for s, t in zip(self.sel, self.shadow)]
             m.d.sync += self.unused.eq(Cat(p.ev_bits - 1 - j >= taken for j in range(p.ev_bits)))
-        self._count(m, "configured", self.commit & accepted)
-        self._count(m, "refused", self.commit & ~accepted)
+        self._count(m, "configured", install)
+        self._count(m, "refused", self.commit & ~install)
