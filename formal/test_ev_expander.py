@@ -10,8 +10,9 @@ computes, its own way and not the design's:
   states them: the profile is taken exactly when the spec accepts it (counters ``configured``/``refused``);
 - the expansion, field by field: the bit under mask bit ``b`` of field ``f`` is EV bit ``off_f`` +
   popcount(mask_f above ``b``) (``off_f``: the mask bits of the fields before), the others init_val;
-  the value right-aligned in its format slot, cut to it, the slots concatenated from the top; ``ok``
-  exactly when the EV bits past the consumed ones are zero. Every answer to a request taken after the
+  the value right-aligned in its format slot, cut to it, the slots concatenated from the top (on a
+  refused EV too: the expansion of its consumed bits); ``ok`` exactly when the EV bits past the
+  consumed ones are zero. Every answer to a request taken after the
   profile's transfer equals it, and one taken before equals the empty (reset) profile's;
 - the ``cfg`` transfer comes within ``config_cycles`` and never in the cycle of a request; one answer
   per request, the cycle after.
@@ -111,7 +112,7 @@ class ProfileSpec(Elaboratable):
         ]
         with m.If(fresh):
             m.d.comb += Assert(out.ok == want_ok, "ok exactly when the EV bits past the consumed ones are zero")
-            m.d.comb += Assert(out.exp_ev == Mux(want_ok & new, exp_new, 0),
+            m.d.comb += Assert(out.exp_ev == Mux(new, exp_new, 0),
                                "the expansion deposits each field's EV bits under its mask, in its slot")
         cycle = Signal(range(BOUND + 2))
         with m.If(cycle != BOUND + 1):

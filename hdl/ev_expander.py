@@ -31,7 +31,8 @@ class EvExpander(wiring.Component):
     Interface: ``i`` takes one EV per cycle (``{ev}``, the first ``ev_bits`` bits of OCP's ``ev_t``);
     ``o`` answers each in order, registered (latency 1, ``i.ready = ~o.valid | o.ready`` but for one
     cycle per profile) with ``{ok, exp_ev}`` (the first ``exp_bits`` bits of the expanded ``ev_t``;
-    ``ok`` low: a bit past the consumed ones is set, ``bad_ev``, and ``exp_ev`` 0). ``cfg`` takes a whole
+    ``ok`` low: a bit past the consumed ones is set, ``bad_ev``, and ``exp_ev`` the expansion of the
+    consumed bits, not to be used). ``cfg`` takes a whole
     profile (``config_layout``): ``cfg.ready`` rises once it has been checked and, accepted, installed,
     ``config_cycles`` after ``cfg.valid`` (5 + the sum over the format fields of 2 + max(width,
     ``field_bits``): 73 cycles for two 16-bit STEV fields, 345 for OCP's SRv6+SRH example); meanwhile
@@ -97,7 +98,7 @@ class EvExpander(wiring.Component):
         value = Cat(Mux(s.from_ev, first.bit_select(s.index, 1), s.index[0]) for s in reversed(self.sel))
         ok = (ev & self.unused) == 0
         with m.If(transfer):
-            m.d.sync += [o.valid.eq(1), o.payload.ok.eq(ok), o.payload.exp_ev.eq(Mux(ok, value, 0))]
+            m.d.sync += [o.valid.eq(1), o.payload.ok.eq(ok), o.payload.exp_ev.eq(value)]
         self._count(m, "expanded", transfer & ok)
         self._count(m, "bad_ev", transfer & ~ok)
 

@@ -9,7 +9,8 @@ next popcount(mask) EV bits are deposited under the mask's set bits, the first t
 format field (zero-filled where the slot is wider, its low bits kept where narrower:
 ``pack_value_into_ev``); slots follow each other from bit 7 of byte 0 and format fields past the EV
 fields stay zero. An EV with a bit set after the consumed bits is refused (``verify_unused_bits_zero``):
-counter ``bad_ev``, ``ok`` low and the expansion 0.
+counter ``bad_ev`` and ``ok`` low (*chosen*: ``exp_ev`` is then the expansion of the consumed bits, which
+OCP does not give and the user must not use; the hardware need not clear it).
 
 A profile is refused (counter ``refused``; the block keeps the profile it had, as OCP's modify call
 fails) by OCP's ``check_profs``: more EV fields than format fields; field widths summing to more than
@@ -192,7 +193,7 @@ class EvExpanderModel:
             dst += fmt_width
         if ev & ((1 << (bits - src)) - 1):                               # verify_unused_bits_zero
             self._counters.add("bad_ev")
-            return {"ok": False, "exp_ev": 0}
+            return {"ok": False, "exp_ev": exp_ev}
         self._counters.add("expanded")
         return {"ok": True, "exp_ev": exp_ev}
 
