@@ -314,7 +314,7 @@ class TB(tb.BlockTB):
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
         self.cover = coverage()
-        self.last_cfg = None
+        self.last_cfg = self.last_request = None
         self.recorded = collections.deque()
         self.restart()
         cocotb.start_soon(self._consume())
@@ -327,6 +327,7 @@ class TB(tb.BlockTB):
 
     def _profile(self, prof):
         self.last_cfg = get_sim_time("ns")
+        assert self.last_cfg != self.last_request, "a profile taken in the cycle of a request"
         reason = refusal(prof, self.params)
         mode = {STEV: "STEV", SRV6: "SRv6"}.get(prof["ev_fmt_mode"], "other")
         self.cover.sample(mode=mode, verdict=verdict(reason))
@@ -339,7 +340,8 @@ class TB(tb.BlockTB):
         self.profiles += 1
 
     def _request(self, item):
-        assert get_sim_time("ns") != self.last_cfg, "a request taken in the cycle of a profile"
+        self.last_request = get_sim_time("ns")
+        assert self.last_request != self.last_cfg, "a request taken in the cycle of a profile"
         out = self.model.process("i", item)["o"][0]
         bits, taken = self.params.ev_bits, consumed(self.prof)
         self.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
