@@ -10,13 +10,13 @@ EV type, fields (OCP's ``width``, ``init_val``, ``min_val``, ``max_val``, ``mask
 field values and the expanded EV, both as the program dumps the 32-byte ``ev_t``), with the repository,
 commit, blob id and compiler. OCP's code is not copied into innet: only its output is.
 """
-import argparse
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from tools import cli
 
 REPOSITORY = "opencomputeproject/OCP-Multipath-Reliable-Connection"
 PATH = "examples/ev_expansion/ev_expansion.c"
@@ -84,16 +84,12 @@ def record(git_dir, commit):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = cli.Parser(prog="ocp_vectors", description=__doc__.splitlines()[0])
     ap.add_argument("git_dir", type=Path)
     ap.add_argument("--commit", default=COMMIT)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    try:
-        doc = record(args.git_dir, args.commit)
-    except (OSError, ValueError, subprocess.CalledProcessError) as e:
-        detail = getattr(e, "stderr", None) or e
-        sys.exit(f"ocp_vectors: {str(detail).strip().splitlines()[-1] if str(detail).strip() else e}")
+    doc = record(args.git_dir, args.commit)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{args.out}: {len(doc['profiles'])} profiles, {sum(len(p['cases']) for p in doc['profiles'])} cases "
@@ -101,4 +97,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run("ocp_vectors", main)
