@@ -127,6 +127,30 @@ def test_model_random_evs_per_ocp_profile(rng):
                 assert contract(want["exp_ev"], prof, 128, 256) == ev, name
 
 
+def ocp_verdicts():
+    """(profile, OCP accepts it, [(ev_t bytes, expanded ev_t bytes or None: refused)]) of the recorded
+    edge cases (``tools/ocp_vectors.py`` ``CHECKS``)."""
+    return [(profile(SRV6, c["fmt_widths"], c["fields"]), c["accepted"],
+             [(bytes.fromhex(e["ev"]), e["exp_ev"] and bytes.fromhex(e["exp_ev"])) for e in c["cases"]])
+            for c in OCP["check_profs"]]
+
+
+def test_model_matches_ocp_verdicts():
+    """OCP's own check_profs and verify_unused_bits_zero on the edge cases: the model refuses exactly the
+    profiles OCP refuses, and of the EVs of an accepted profile exactly those OCP refuses, expanding the
+    others as OCP does."""
+    m = model(ev_bits=256, max_fields=64)
+    assert len(OCP["check_profs"]) == 14 and sum(c["accepted"] for c in OCP["check_profs"]) == 7
+    for prof, accepted, cases in ocp_verdicts():
+        assert (refusal(prof, m.params) is None) == accepted, (prof, refusal(prof, m.params))
+        if accepted:
+            m.process("cfg", prof)
+            for raw, exp_raw in cases:
+                out = answer(m, ev_of_bytes(raw, 256))
+                assert out["ok"] == (exp_raw is not None), (prof, raw.hex())
+                assert exp_raw is None or out["exp_ev"] == int.from_bytes(exp_raw, "big"), (prof, raw.hex())
+
+
 def test_oracles_pdep_pext():
     assert pdep(0b101, 0xA001) == 0x8001
     assert pdep(0xFFFF, 0xFFFF) == 0xFFFF and pdep(0x1234, 0) == 0
@@ -347,8 +371,9 @@ class TB(tb.BlockTB):
         self.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
                           taken="0" if not taken else "=ev_bits" if taken == bits else "partial")
         assert out == oracle(item["ev"], self.prof, bits, self.params.exp_bits), "model and oracle differ"
-        if self.recorded:                    # a case of OCP's program: its expansion, as recorded
-            assert out == {"ok": True, "exp_ev": self.recorded.popleft()}, "model and OCP's program differ"
+        if self.recorded:                    # a case of OCP's program: its expansion, or None: refused
+            want = self.recorded.popleft()
+            assert out["ok"] == (want is not None) and want in (None, out["exp_ev"]), "model and OCP differ"
         self.board.expect((out["ok"], out["exp_ev"]))
         self.sent += 1
 
@@ -400,7 +425,9 @@ class TB(tb.BlockTB):
 async def ocp_example(dut):
     """OCP's ten profiles through ``cfg``: each one the block holds expands every case of OCP's program to
     the program's expansion (and random EVs per profile, valid and with an unused bit set, to the model's
-    and the oracle's); one past the block's bounds is refused and the profile before stays."""
+    and the oracle's); one past the block's bounds is refused and the profile before stays. Then OCP's
+    verdicts on the edge cases: the EVs of each profile OCP and the block take, refused or expanded as
+    OCP does."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, backpressure=0.3)
     p = t.params
@@ -422,6 +449,18 @@ async def ocp_example(dut):
             await t.drain()
             assert not t.recorded, f"{name}: {len(t.recorded)} recorded expansions not checked"
         t.evs(40)
+    for prof, accepted, cases in ocp_verdicts():          # OCP's verdicts on the edge cases
+        t.configure(prof)
+        await t.configured()
+        await t.drain()
+        if accepted and refusal(prof, p) is None:
+            for raw, exp_raw in cases:
+                ev = ev_of_bytes(raw, p.ev_bits)
+                if bytes_of(ev, p.ev_bits) == raw:       # the EV fits ev_bits
+                    t.recorded.append(exp_raw and ev_of_bytes(exp_raw, p.exp_bits))
+                    t.send(ev)
+            await t.drain()
+            assert not t.recorded
     c = await t.finish()
     assert held >= 9 and (held == 10) == (p.ev_bits >= 128 and p.exp_bits >= 192 and p.max_fields >= 10), held
     assert c["expanded"] and c["bad_ev"]

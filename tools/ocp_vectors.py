@@ -8,7 +8,12 @@ header says (``gcc ev_expansion.c -o ev_expansion``) in a temporary folder and r
 profiles, eight EVs each, ``srandom(0)``) is parsed into JSON: per profile its format type and widths,
 EV type, fields (OCP's ``width``, ``init_val``, ``min_val``, ``max_val``, ``mask``) and cases (the EV, the
 field values and the expanded EV, both as the program dumps the 32-byte ``ev_t``), with the repository,
-commit, blob id and compiler. OCP's code is not copied into innet: only its output is.
+commit, blob id and compiler. ``check_profs`` holds OCP's own verdicts on innet's edge cases (``CHECKS``:
+each rule of the program's ``check_profs`` broken once, and profiles it takes; per taken profile an EV it
+expands, one with the bit after the consumed ones set and one with the last bit of ``ev_t`` set): a
+driver (``HARNESS``, innet's) compiled with the program runs ``check_profs`` and ``dump_expanded_ev`` in a
+forked child each, so that an ``assert`` (a refusal) ends the child only. OCP's code is not copied into
+innet: only its output is.
 """
 import json
 import re
@@ -22,6 +27,121 @@ REPOSITORY = "opencomputeproject/OCP-Multipath-Reliable-Connection"
 PATH = "examples/ev_expansion/ev_expansion.c"
 COMMIT = "662a1509e7e49315ae912099ceec3874a04b1442"
 OUT = Path(__file__).resolve().parent.parent / "testbenches" / "data" / "ocp_ev_expansion.json"
+
+#: innet's driver of the program's own functions (it includes the program; main renamed).
+HARNESS = r"""
+#define main ocp_example_main
+#include "ev_expansion.c"
+#undef main
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int survives(void (*fn)(int), int arg)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		freopen("/dev/null", "w", stderr);
+		fn(arg);
+		fflush(stdout);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void check(int unused) { (void)unused; check_profs(); }
+static void expand(int i) { dump_expanded_ev(i); }
+
+int main(void)
+{
+	unsigned nfmt, nfld, nev, i, j, byte;
+
+	while (scanf("%u %u %u", &nfmt, &nfld, &nev) == 3) {
+		EV_PROF_INIT(nfmt, nfld, nev);
+		_ev_fmt_profile.type = EV_FMT_TYPE_SRV6;
+		for (i = 0; i < nfmt; i++)
+			scanf("%u", &_ev_fmt_profile.fmt_fields[i].width);
+		for (i = 0; i < nfld; i++) {
+			struct ev_field *f = &_ev_profile.fields[i];
+			scanf("%u %x %x %x %x", &f->width, &f->init_val, &f->min_val, &f->max_val, &f->mask);
+		}
+		for (i = 0; i < nev; i++)
+			for (j = 0; j < MAX_EV_LEN; j++) {
+				scanf("%2x", &byte);
+				_ev_profile.evs[i][j] = byte;
+			}
+		printf("\nprofile %d\n", survives(check, 0));
+		for (i = 0; i < nev; i++)
+			printf("\nev %d\n", survives(expand, i));
+		EV_PROF_FREE();
+	}
+	return 0;
+}
+"""
+
+#: innet's edge cases for OCP's verdicts: (format widths, fields as (width, init_val, min_val, max_val,
+#: mask)); every format at most 32 bits a field (wider ones shift past 31 bits in the program).
+CHECKS = [
+    ([16], [(8, 0, 0, 0, 0), (8, 0, 0, 0, 0)]),                   # num_fields > num_fmt_fields
+    ([8, 8], [(16, 0, 0, 0, 0), (1, 0, 0, 0, 0)]),                # sum of field widths > sum of fmt widths
+    ([32, 32], [(33, 0, 0, 0, 0)]),                               # a field wider than 32 bits
+    ([16], [(4, 0x10, 0, 0, 0)]),                                 # init_val wider than the field
+    ([16], [(4, 0, 0, 0, 0x10)]),                                 # mask outside the field
+    ([16], [(8, 0, 0, 0x10, 0x0F)]),                              # max_val wider than the mask's bits
+    ([16], [(9, 0, 0, 0x200, 0x1FF)]),                            # the same at 9 mask bits
+    ([16], [(9, 0, 0, 0x1FF, 0x1FF)]),                            # max_val as wide as the mask's bits
+    ([16], [(8, 0, 7, 0xFFFFFFFF, 0)]),                           # max_val unchecked under a zero mask
+    ([0, 16], [(0, 0, 0, 0, 0), (16, 0, 0, 0, 0xFFFF)]),          # zero widths
+    ([8, 8, 16], [(16, 0xA500, 0, 0, 0x0F0F), (8, 0, 0, 0xFF, 0xFF)]),   # a field wider than its slot
+    ([32, 16, 16], [(32, 0xFC000001, 0, 0, 0x0101), (16, 0x5A5A, 0, 0, 0xA5A5), (16, 0, 0, 3, 0x8001)]),
+    ([32, 32, 32], [(32, 0, 0, 0, 0xFFFFFFFF), (32, 0, 0, 0, 0xFFFFFFFF), (32, 0, 0, 0, 0x80000001)]),
+    ([], []),                                                      # the empty profile
+]
+
+
+def _evs(fields):
+    """An EV the profile expands, one with the bit after the consumed ones set, one with ev_t's last."""
+    used = sum(bin(f[4]).count("1") for f in fields)
+    valid = int("a5c396e15a3c69e1" * 4, 16) >> (256 - used) << (256 - used)     # bit 255: byte 0's bit 7
+    return [format(ev, "064x") for ev in (valid, valid | 1 << (255 - used), valid | 1)]
+
+
+def verdicts(tmp, source):
+    """OCP's verdicts on ``CHECKS``: the driver built with the program and run on them."""
+    (Path(tmp) / "harness.c").write_text(HARNESS)
+    subprocess.run(["gcc", "-I", str(Path(source).parent), str(Path(tmp) / "harness.c"), "-o",
+                    str(Path(tmp) / "harness")], check=True, capture_output=True)
+    cases = [(fmts, fields, _evs(fields)) for fmts, fields in CHECKS]
+    text = "".join(f"{len(fmts)} {len(fields)} {len(evs)} " + " ".join(map(str, fmts)) + " "
+                   + " ".join(" ".join(f"{v:x}" if k else str(v) for k, v in enumerate(f)) for f in fields)
+                   + " " + " ".join(evs) + "\n" for fmts, fields, evs in cases)
+    out = subprocess.run([str(Path(tmp) / "harness")], input=text, check=True, capture_output=True,
+                         text=True).stdout
+    results, last = [], None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("0x"):
+            last = line[2:]
+        elif line.startswith("profile "):
+            fmts, fields, evs = cases[len(results)]
+            results.append({"fmt_widths": fmts, "fields": [dict(zip(MEMBERS, f)) for f in fields],
+                            "accepted": line.endswith("1"), "cases": []})
+            last = None
+        elif line.startswith("ev "):
+            evs = cases[len(results) - 1][2]
+            n = len(results[-1]["cases"])
+            results[-1]["cases"].append({"ev": evs[n], "exp_ev": last if line.endswith("1") else None})
+            last = None
+    if len(results) != len(CHECKS):
+        raise ValueError(f"the driver gave {len(results)} verdicts for {len(CHECKS)} profiles")
+    return results
+
+
+MEMBERS = ("width", "init_val", "min_val", "max_val", "mask")
 
 FIELD = re.compile(r"^\s+(\d+): width=(\d+), init_val=0x([0-9a-f]+), min=0x([0-9a-f]+) max=0x([0-9a-f]+) "
                    r"mask=0x([0-9a-f]+)$")
@@ -73,6 +193,7 @@ def record(git_dir, commit):
         source.write_text(git(git_dir, "show", f"{commit}:{PATH}") + "\n")
         subprocess.run(["gcc", str(source), "-o", str(Path(tmp) / "ev_expansion")], check=True, capture_output=True)
         text = subprocess.run([str(Path(tmp) / "ev_expansion")], check=True, capture_output=True, text=True).stdout
+        checks = verdicts(tmp, source)
     gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     profiles = parse(text)
     if len(profiles) != 10 or any(len(p["cases"]) != 8 for p in profiles):
@@ -80,7 +201,7 @@ def record(git_dir, commit):
     return {"repository": REPOSITORY, "commit": commit, "path": PATH, "blob": blob,
             "build": f"gcc ev_expansion.c -o ev_expansion ({gcc}); ./ev_expansion",
             "ev_t": "32 bytes as the program dumps them; bit 7 of byte 0 is the first bit",
-            "profiles": profiles}
+            "profiles": profiles, "check_profs": checks}
 
 
 def main(argv=None):
