@@ -32,8 +32,8 @@ class EvExpander(wiring.Component):
     ``o`` answers each in order, registered (latency 1, ``i.ready = ~o.valid | o.ready`` but for one
     cycle per profile) with ``{ok, exp_ev}`` (the first ``exp_bits`` bits of the expanded ``ev_t``;
     ``ok`` low: a bit past the consumed ones is set, ``bad_ev``, and ``exp_ev`` the expansion of the
-    consumed bits, not to be used). ``cfg`` takes a whole
-    profile (``config_layout``): ``cfg.ready`` rises once it has been checked and, accepted, installed,
+    consumed bits, not to be used). ``cfg`` takes a whole profile (``config_layout``): ``cfg.ready``
+    rises once it has been checked and, accepted, installed,
     ``config_cycles`` after ``cfg.valid`` (5 + the sum over the format fields of 2 + max(width,
     ``field_bits``): 73 cycles for two 16-bit STEV fields, 345 for OCP's SRv6+SRH example); meanwhile
     requests go on under the old profile, and ``i`` is not ready in the cycle of the ``cfg`` transfer, so a
@@ -57,9 +57,9 @@ class EvExpander(wiring.Component):
     than ``ev_bits`` EV bits; a format wider than ``exp_bits``; more than ``max_fields`` format fields;
     UDP mode (``mrc_ctl.h`` gives ``ev_t`` no layout for it); an STEV format wider than 32 bits or an SRv6
     one wider than 256 (``mrc_ctl.h``'s ``ev_t``). Format fields are ``uint8_t`` wide as in ``mrc_ctl.h``.
-    The defaults hold nine of the ten profiles of OCP's example; SRv6+SRH Explicit (a 192-bit format,
-    128 EV bits) needs ``exp_bits`` >= 192 and ``ev_bits`` >= 128 (the tests' ``ocp`` parameters hold
-    all ten).
+    The defaults hold nine of the ten profiles of OCP's example; SRv6+SRH Explicit (ten fields, a 192-bit
+    format, 128 EV bits) needs ``max_fields`` >= 10, ``exp_bits`` >= 192 and ``ev_bits`` >= 128 (the
+    tests' ``ocp`` parameters hold all ten).
     """
 
     def __init__(self, params=None):
