@@ -362,22 +362,14 @@ def ev_expander(component, params, table):
     model, shape = EvExpanderModel(params), _shapes(component)["o"]
     full = _full(shape)
 
-    fields = list(model.fields)
-
     def outputs(items):
         out = []
         for item in items:
-            if "cmd" in item:                # one register write; a configuration is whole before a request
-                cmd = item["cmd"]
-                fields[cmd["field"]] = (cmd["init"] & _ones(model.widths[cmd["field"]]),
-                                        cmd["mask"] & _ones(model.widths[cmd["field"]]))
-                continue
-            if fields != model.fields:
-                model.configure(fields)
-            r = model.process(item["ev"])
-            out.append((NO_CYCLE, _pack(shape, {"ok": r["ok"], "da": r["da"] or 0}), full))
+            port = "cfg" if "cmd" in item else "i"       # a whole profile, taken between its requests
+            for answer in model.process(port, item.get("cmd", item)).get("o", []):
+                out.append((NO_CYCLE, _pack(shape, answer), full))
         return {"o": out}
-    return _in_order(outputs, lambda: model.counters)
+    return _in_order(outputs, model.counters)
 
 
 #: block name -> adapter(component, params, side table) -> run(beat dicts, final) -> Expected.

@@ -166,6 +166,15 @@ def test_report_unknown_block():
 
 
 @pytest.mark.parametrize("args, says", [
+    (["/nonexistent"], "git exited with status 128"),
+    ([str(ROOT / ".git"), "--commit", "0" * 40], "git exited with status 128"),
+    ([], "the following arguments are required: git_dir"),
+])
+def test_ocp_vectors_bad_input(args, says):
+    assert says in fails("ocp_vectors", *args)
+
+
+@pytest.mark.parametrize("args, says", [
     (["--burst-p", "2"], "Setting.burst_p, burst_load must be in 0..1"),
     (["--age-out", "20"], "Setting.age_out must be in 0..14, got 20"),
     (["--steps", "0"], "Setting.steps must be >= 1, got 0"),
