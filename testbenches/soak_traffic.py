@@ -24,7 +24,7 @@ from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):

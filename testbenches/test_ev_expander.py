@@ -12,11 +12,10 @@ from pathlib import Path
 
 import cocotb
 import pytest
-from amaranth.lib import data
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
-from hdl.ev_expander import EvExpander, config_cycles, config_layout
+from hdl.ev_expander import EvExpander, config_cycles
 from models import wire
 from models.ev_expander import (
     COUNTERS,
@@ -310,72 +309,79 @@ def verdict(reason):
     return next(k for k in ("check_profs", "ev_fmt_mode", "ev_t", "E2BIG", "ev_max_width") if reason.startswith(k))
 
 
-class _Source(tb.StreamSource):
-    """A source that tells ``seen(item)`` of each transfer, in the cycle it happens."""
+class Observed(EvExpanderModel):
+    """The golden model the lockstep runs, with the testbench's own checks around each transfer it takes
+    (in the order the RTL takes them; never both ports in one cycle): coverage of every profile and
+    request, each answer against the oracle and, for a recorded case of OCP's program, against OCP's
+    expansion."""
 
-    def __init__(self, dut, name, layout, seen):
-        super().__init__(dut, name, layout)
-        self.seen = seen
+    def __init__(self, params, t):
+        self.t = t
+        super().__init__(params)
 
-    def _transferred(self, item):
-        super()._transferred(item)
-        self.seen(item)
+    def reset(self):
+        super().reset()
+        self.prof = profile(STEV, [], [])
+        self.last = (None, None)        # the port and simulation time of the last transfer taken
+
+    def _once_a_cycle(self, port):
+        now = get_sim_time("ns")
+        assert self.last[1] != now, f"a {port} transfer in the cycle of a {self.last[0]} transfer"
+        self.last = (port, now)
+
+    def process(self, port, item):
+        self._once_a_cycle(port)
+        made = super().process(port, item)
+        t = self.t
+        if port == "cfg":
+            reason = refusal(item, self.params)
+            mode = {STEV: "STEV", SRV6: "SRv6"}.get(item["ev_fmt_mode"], "other")
+            t.cover.sample(mode=mode, verdict=verdict(reason))
+            if reason is None:
+                self.prof = item
+                for width, f in zip(item["fmt_fields"], item["fields"][:item["field_count"]]):
+                    t.cover.sample(mask=mask_shape(f["mask"], f["width"]), slot="narrower" if width < f["width"]
+                                   else "equal" if width == f["width"] else "wider")
+            t.profiles += 1
+            return made
+        out = made["o"][0]
+        bits, taken = self.params.ev_bits, consumed(self.prof)
+        t.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
+                       taken="0" if not taken else "=ev_bits" if taken == bits else "partial")
+        assert out == oracle(item["ev"], self.prof, bits, self.params.exp_bits), "model and oracle differ"
+        if t.recorded:                       # a case of OCP's program: its expansion, or None: refused
+            want = t.recorded.popleft()
+            assert out["ok"] == (want is not None) and want in (None, out["exp_ev"]), "model and OCP differ"
+        t.sent += 1
+        return made
 
 
 class TB(tb.BlockTB):
-    """DUT + model in lockstep: each transfer on ``cfg`` or ``i`` goes to the model in the order the RTL
-    takes them (never both in one cycle); every answer is compared in order, with the oracle too."""
+    """DUT + model in lockstep (``Observed``: the model with the testbench's own checks); every answer
+    is compared in order by the lockstep."""
 
     name = "ev_expander"
 
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
-        super().__init__(dut)
-        p = self.params
+        self.cover = coverage()
+        self.recorded = collections.deque()
+        self.sent = self.received = self.profiles = 0
+        super().__init__(dut, model=Observed(tb.params(), self))
         self.rng = rng
-        self.source = _Source(dut, "i", data.StructLayout({"ev": p.ev_bits}), self._request)
-        self.cfg = _Source(dut, "cfg", config_layout(p), self._profile)
-        self.sink = tb.StreamSink(dut, "o", data.StructLayout({"ok": 1, "exp_ev": p.exp_bits}))
+        self.source = self.stream_source("i")
+        self.cfg = self.stream_source("cfg")
+        self.sink = self.stream_sink("o")
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
-        self.cover = coverage()
-        self.last_cfg = self.last_request = None
-        self.recorded = collections.deque()
-        self.restart()
         cocotb.start_soon(self._consume())
 
-    def restart(self):
-        self.model = EvExpanderModel(self.params)
-        self.prof = profile(STEV, [], [])
-        self.board = tb.Scoreboard("ev_expander")
+    @property
+    def prof(self):
+        return self.model.prof
+
+    async def reset(self, cycles=3):
+        await super().reset(cycles)
         self.sent = self.received = self.profiles = 0
-
-    def _profile(self, prof):
-        self.last_cfg = get_sim_time("ns")
-        assert self.last_cfg != self.last_request, "a profile taken in the cycle of a request"
-        reason = refusal(prof, self.params)
-        mode = {STEV: "STEV", SRV6: "SRv6"}.get(prof["ev_fmt_mode"], "other")
-        self.cover.sample(mode=mode, verdict=verdict(reason))
-        if reason is None:
-            self.prof = prof
-            for width, f in zip(prof["fmt_fields"], prof["fields"][:prof["field_count"]]):
-                self.cover.sample(mask=mask_shape(f["mask"], f["width"]), slot="narrower" if width < f["width"]
-                                  else "equal" if width == f["width"] else "wider")
-        self.model.process("cfg", prof)
-        self.profiles += 1
-
-    def _request(self, item):
-        self.last_request = get_sim_time("ns")
-        assert self.last_request != self.last_cfg, "a request taken in the cycle of a profile"
-        out = self.model.process("i", item)["o"][0]
-        bits, taken = self.params.ev_bits, consumed(self.prof)
-        self.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
-                          taken="0" if not taken else "=ev_bits" if taken == bits else "partial")
-        assert out == oracle(item["ev"], self.prof, bits, self.params.exp_bits), "model and oracle differ"
-        if self.recorded:                    # a case of OCP's program: its expansion, or None: refused
-            want = self.recorded.popleft()
-            assert out["ok"] == (want is not None) and want in (None, out["exp_ev"]), "model and OCP differ"
-        self.board.expect((out["ok"], out["exp_ev"]))
-        self.sent += 1
 
     def send(self, ev):
         self.source.send_nowait({"ev": ev})
@@ -396,9 +402,8 @@ class TB(tb.BlockTB):
 
     async def _consume(self):
         while True:
-            got = await self.sink.recv()
+            await self.sink.recv()
             if not self.muted:
-                self.board.check((bool(got["ok"]), got["exp_ev"]))
                 self.received += 1
 
     async def drain(self):
@@ -412,8 +417,8 @@ class TB(tb.BlockTB):
     async def finish(self):
         await self.drain()
         await ReadOnly()
-        self.board.check_done()
-        c = self.check_counters(self.model.counters())
+        self.check_done()
+        c = self.check_counters()
         if self.sent < 1 << self.params.counter_bits:
             self.conserved("requests", self.sent, expanded=c["expanded"], bad_ev=c["bad_ev"])
             self.conserved("profiles", self.profiles, configured=c["configured"], refused=c["refused"])
@@ -542,7 +547,8 @@ async def reset_mid_traffic(dut):
     t.configure(random_profile(rng, t.params))
     await t.configured()
     t.evs(200)
-    await t.reset_mid_traffic(60, t.restart)
+    await t.reset_mid_traffic(60)
+    t.sent = t.received = t.profiles = 0
     for ev in (0, 1, 1 << (t.params.ev_bits - 1)):
         t.send(ev)
     t.configure(random_profile(rng, t.params))
