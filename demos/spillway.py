@@ -106,8 +106,8 @@ def story(summaries):
                f"line rate ({d['span']} cycles) into one egress port that sends a packet every {d['service']} "
                f"cycles; watermarks high {p.high}, low {p.low}"),
         ("spillway", f"{c['spilled']} spilled whole to the spill node (at most {d['stored']} held there), "
-                     f"{c['drain_requests']} asked back once the queue fell to {p.low} and re-injected in flow "
-                     f"order; {c['forwarded']} forwarded at once; lost {c['spill_overflow']}"),
+                     f"{c['drain_requests']} asked back once the queue fell to {p.low}, {c['reinjected']} re-injected "
+                     f"in flow order; {c['forwarded']} forwarded at once; lost {c['spill_overflow']}"),
         ("baseline", f"tail drop with the same {d['peak']}-packet queue and the same arrivals: {d['dropped']} of "
                      f"the {d['packets']} dropped (each a go-back-N retransmission for RoCE)"),
         ("latency", f"spilled packets took {delay['spilled']:.0f} cycles from in to out on average (at most "

@@ -7,17 +7,21 @@ Each run is a cocotb test of the demonstration's module built and run by ``testb
 suite's runner: the block's Component from ``registry.py``, every output checked against its golden
 model); the waveform is kept unless ``WAVES`` says otherwise. The story ends with where to look: the
 waveform and a ``make waves`` line opening the window of the mechanism's first events, the pcaps with
-their frame counts, the log; then the seed and the command that replays the demonstration.
+their frame counts, the log; then the command that replays the demonstration with its seed. A story's
+lines wrap at ``WIDTH`` characters under their label.
 """
 import os
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 
 from tools.cli import Parser, run
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = "spillway"
+#: Width of a story's lines.
+WIDTH = 110
 
 
 def short(path):
@@ -75,10 +79,20 @@ def demonstrate(name, say=print):
         lines.append(("checked", f"{s['block']} [{s['test']}]: {s['cycles']:,} cycles, every output against "
                                  f"{model.__name__} ({model.KIND} lockstep), counters equal"))
         lines += where(s, getattr(module, "PCAPS", None))
-    width = max(len(label) for label, _ in lines) + 2
-    for label, text in lines:
-        say(f"  {label:<{width}}{text}")
+    for line in layout(lines):
+        say(line)
     return summaries
+
+
+def layout(lines, width=WIDTH):
+    """``(label, text)`` lines as a two-column story ``width`` characters wide: each text wrapped under its
+    label's column (a ``make waves`` line, to be copied whole, and a path are never broken)."""
+    column = max(len(label) for label, _ in lines) + 2
+    for label, text in lines:
+        parts = [text] if text.startswith("make waves") else textwrap.wrap(
+            text, width - 2 - column, break_long_words=False, break_on_hyphens=False)
+        for n, part in enumerate(parts):
+            yield f"  {label if n == 0 else '':<{column}}{part}"
 
 
 def main(argv=None):
