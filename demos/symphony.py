@@ -105,13 +105,13 @@ async def ring(dut):
 def story(summaries):
     (run,) = summaries
     d, c = run["demo"], run["counters"]
-    ahead = [f"flow {p} {n}" for p, n in enumerate(d["marked_by_flow"]) if p != LAGGARD]
+    per_flow = "; ".join(f"flow {p}: {n}" for p, n in enumerate(d["marked_by_flow"]))
     return [
         ("in", f"{d['packets']} RoCEv2 packets of a ring of {PARAMS.ring} flows (one job, {CHUNK} packets a step, "
                f"{DELTA} step of slack): flow {LAGGARD} sent its first step while the others ran {d['ahead']} "
                f"steps, then it caught up and all ran {d['together']} steps in lock step"),
-        ("symphony", f"{c['marked']} packets of the flows ahead marked CE ({', '.join(ahead)}), flow {LAGGARD}'s "
-                     f"{d['marked_by_flow'][LAGGARD]}; once it was level again {d['marked_after']} marked "
+        ("symphony", f"{c['marked']} packets marked CE while their flow was more than {DELTA} step ahead of flow "
+                     f"{LAGGARD} ({per_flow}); once it was level again {d['marked_after']} marked "
                      f"({c['tracked']} tracked)"),
         ("baseline", f"a switch without the progress file marks none: the flows ahead keep their pace, "
                      f"{d['ahead'] - 1} steps past flow {LAGGARD}"),
