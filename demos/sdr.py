@@ -49,6 +49,16 @@ class Receiver(tb.BlockTB):
                                                  generations=p.generations, payload=bytes(16), psn=offset,
                                                  msg_bits=p.msg_bits, user_bits=p.user_bits)))
 
+    async def bitmap(self):
+        """The words of message MSG's packet bitmap that its post cleared, read through the host port."""
+        p, words = self.params, []
+        for word in range(p.words(CHUNK * CHUNKS, CHUNK)):
+            self.dut.rd_addr.value = MSG % p.msg_slots * p.slot_words + word
+            await self.edge()
+            await self.edge()
+            words.append(int(self.dut.rd_pkt.value))
+        return words
+
     async def settle(self, results):
         await self.cmds.wait_idle()
         while len(self.results) < results:
@@ -75,6 +85,7 @@ async def chunks(dut):
     t.cmds.send_nowait({"op": OP_POST, "msg": MSG, "gen": NEW, "n_pkts": n, "chunk": CHUNK})
     t.write(late, OLD, rng.randrange(PARAMS.channels))           # the copy delayed on a slow path
     await t.settle(n + 1)
+    assert await t.bitmap() == [0] * PARAMS.words(n, CHUNK), "the late copy left the new message's bitmap alone"
     await linger(t)
     t.check_counters()
     tb.write_pcap("in", t.source.log)
