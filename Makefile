@@ -2,7 +2,8 @@
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
-# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options),
+# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
+# sim: the demonstration),
 # NAME, TITLE (new-block: the block's module path and title).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -29,11 +30,10 @@ $(STAMP): pyproject.toml tools/setup.sh
 	tools/setup.sh $(VENV)
 	touch $@
 
-## Default simulation: Spillway as the paper describes it (switch side + spill node through link delay
-## lines) under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
+## A demonstration of a mechanism on its RTL (demos/): make sim [BLOCK=spillway|symphony|esa|mrc|dblp|sdr|list];
+## the story of the run, its waveform window, its pcaps and the command that replays it.
 sim: setup
-	WAVES=1 $(PY) -m pytest testbenches/spillway/test_top.py -k random_traffic $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make sim')
-	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
+	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: lint
