@@ -68,12 +68,12 @@ regress-merge: setup
 
 ## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
 coverage: setup
-	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS))
+	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS) >/dev/null)
 	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
-	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
+	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
 mutants: setup
 	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 
