@@ -6,12 +6,10 @@ refusal rules (``check_profs``, ``verify_unused_bits_zero``).
 import collections
 import itertools
 import json
-import os
 import random
 from pathlib import Path
 
 import cocotb
-import pytest
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
@@ -44,11 +42,6 @@ def ocp_profiles():
 
 def fld(width, init=0, mask=0, lo=0, hi=0):
     return (width, init, lo, hi, mask)
-
-
-@pytest.fixture
-def rng():
-    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_expander"))
 
 
 #: Parameters that hold every profile of OCP's example (the model tests' default).

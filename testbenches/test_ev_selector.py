@@ -2,11 +2,9 @@
 under Verilator against the cycle-accurate model every cycle (selection, stall, retransmit, slot states).
 """
 import itertools
-import os
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import ReadOnly
 
 from hdl.ev_selector import KIND, EvSelector
@@ -22,11 +20,6 @@ from models.ev_selector import (
     EvSelectorParams,
 )
 from testbenches import runner, tb
-
-
-@pytest.fixture
-def rng():
-    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_selector"))
 
 
 def ev_in(m, slot):

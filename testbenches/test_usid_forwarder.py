@@ -4,11 +4,9 @@ the header bytes the deparser sends).
 """
 import collections
 import itertools
-import os
 import random
 
 import cocotb
-import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.usid_forwarder import HDR_BYTES, UsidForwarder
@@ -29,11 +27,6 @@ MY = 0x0100
 PORTS = 8
 IDLE = [0] * PORTS
 ETH = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
-
-
-@pytest.fixture
-def rng():
-    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "usid_forwarder"))
 
 
 def key(usid, loc=LOC):

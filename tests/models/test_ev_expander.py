@@ -16,7 +16,7 @@ from models.ev_expander import (
 )
 from models.headers import usid_parts
 from testbenches.soak_traffic import consumed, random_ev
-from testbenches.test_ev_expander import LOC, OCP, fld, model, ocp_profiles, ocp_verdicts, oracle
+from testbenches.test_ev_expander import LOC, OCP, SRV6, STEV, fld, model, ocp_profiles, ocp_verdicts, oracle
 
 
 def srv6(usids, locator=(LOC, 0)):
