@@ -61,7 +61,8 @@ class figure:
 
 async def replay(dut, lockstep, records, name):
     """Drive the inputs ``records`` (one dict a cycle, the model's inputs: port name -> value as the model
-    took it, a payload dict or None) into ``dut`` after a reset, and compare every cycle through
+    took it, a payload dict or None; ``<port>__packet`` the whole packet of a first beat on a model's
+    ``LOOKAHEAD`` port) into ``dut`` after a reset, and compare every cycle through
     ``lockstep`` (the Component's golden model, fresh): the RTL must make the decisions the scenario's
     model loop made. Fails on the first difference, naming the cycle. Returns the simulation time (ns)
     of each cycle's clock edge."""
@@ -83,5 +84,6 @@ async def replay(dut, lockstep, records, name):
             handles[port].value = 0 if value is None else pack(layout, value)
         await edge
         times.append(tb.now())
-        lockstep.cycle(tb.PortValues(handles), where=f"{name}: cycle {cycle}")
+        lockstep.cycle(tb.PortValues(handles), lambda port, r=record: r[f"{port}__packet"],
+                       where=f"{name}: cycle {cycle}")
     return times
