@@ -173,19 +173,20 @@ class GoBackN:
 
 class SelectiveRepeat:
     """Selective repeat over ``items`` (chunks): ``start(item, at)`` sends an item at time ``at`` and again
-    every ``period`` (= RTO + the injection time, App. A's O) until ``ack(item)``; ``send(item)`` transmits
-    once. ``sent`` counts transmissions."""
+    every ``period`` (= RTO + the injection time, App. A's O) until ``ack(item)`` or ``stop()`` (the sender
+    learnt the whole message arrived); ``send(item)`` transmits once. ``sent`` counts transmissions."""
 
     def __init__(self, calendar, send, period):
         self.cal, self._send, self.period = calendar, send, period
         self.acked = set()
         self.sent = 0
+        self.stopped = False
 
     def start(self, item, at):
         self.cal.at(at, self._fire, item)
 
     def _fire(self, item):
-        if item in self.acked:
+        if item in self.acked or self.stopped:
             return
         self.sent += 1
         self._send(item)
@@ -193,6 +194,9 @@ class SelectiveRepeat:
 
     def ack(self, item):
         self.acked.add(item)
+
+    def stop(self):
+        self.stopped = True
 
 
 class Spray:
