@@ -321,7 +321,9 @@ def plot(rows, seed, name, out):
             sweep_ax.plot(list(g), [100 * v for v in g.values()], style, label=f"Spillway vs {label[baseline]}")
         sweep_ax.axhline(-14, color="grey", ls=":", label="paper: up to 14 % lower")
         sweep_ax.axhline(0, color="black", lw=0.5)
-        sweep_ax.set(xscale="log", xlabel="egress queue, packets (watermarks follow)",
+        if any(r["sweep"] == "limit" for r in rows):
+            sweep_ax.set_xscale("log")
+        sweep_ax.set(xlabel="egress queue, packets (watermarks follow)",
                      ylabel="iteration time change, %", title="Spillway's iteration time against the baselines")
         sweep_ax.legend(fontsize="small")
     return out / f"{name}.png"
