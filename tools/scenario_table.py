@@ -7,6 +7,7 @@ prints the table; with it, it rewrites the rows of the CSVs written so far in th
 ``<!-- scenarios -->`` markers of ``docs/scenarios.md`` (the other rows stay).
 """
 import csv
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -25,7 +26,12 @@ def _int(text):
 
 
 def _pct(new, old):
-    return f"{(new - old) / old:+.1%}".replace("-", "−")
+    return f"{(new - old) / old:+.1%}"
+
+
+def _minus(text):
+    """Typographic minus signs on negative numbers."""
+    return re.sub(r"-(?=\d)", "−", text)
 
 
 def _range(values, fmt="{:.2f}", unit=""):
@@ -49,7 +55,7 @@ def spillway(rows):
             f"({_pct(it(spill), it(at['taildrop']))}), deflection {it(at['deflect'])}, in-switch "
             f"{it(at['inswitch'])} ({_pct(it(spill), it(at['inswitch']))}); cross-DC FCT p99 {spill['fct_p99']} vs "
             f"{at['taildrop']['fct_p99']} tail drop; queue sweep vs tail drop: "
-            + ", ".join(f"{k} packets {100 * v:+.1f} %" for k, v in sorted(gains.items()))).replace("-", "−")
+            + ", ".join(f"{k} packets {100 * v:+.1f} %" for k, v in sorted(gains.items())))
 
 
 def symphony(rows):
@@ -61,7 +67,7 @@ def symphony(rows):
     return (f"paper: up to 54 % lower collective time. innet (8 jobs x 8 ranks, leaf-spine): collective "
             f"{100 * float(top['gain']):+.1f} % at burst_p {top['burst_p']}, delta {top['delta']} "
             f"({_int(top['none'])} → {_int(top['symphony'])} cycles); one job up to "
-            f"{100 * float(jobs['gain']):+.1f} %; no jitter: {_range(calm, '{:+.1f}', ' %')}").replace("-", "−")
+            f"{100 * float(jobs['gain']):+.1f} %; no jitter: {_range(calm, '{:+.1f}', ' %')}")
 
 
 def esa(rows):
@@ -102,7 +108,7 @@ def dblp(rows):
                       f"{100 * float(r['e2e_gain']):+.1f} %)" for r in first[1:])
     return (f"paper: up to 5.88x on burst rounds. innet: bursts of {first[0]['burst_len']} packets, deadline "
             f"{first[0]['deadline']}: {parts}; best {float(top['speedup']):.2f}x ({top['policy']}, bursts of "
-            f"{top['burst_len']}, deadline {top['deadline']})").replace("-", "−")
+            f"{top['burst_len']}, deadline {top['deadline']})")
 
 
 def dblp_oracle(rows):
@@ -143,7 +149,7 @@ def row(name, path=None):
         text = SUMMARIES[name](read(path))
     except (KeyError, ValueError, ZeroDivisionError, StopIteration) as error:
         raise ValueError(f"{path}: not the CSV the {name} scenario writes ({type(error).__name__}: {error})") from None
-    return f"| `{name}` | {text} |"
+    return f"| `{name}` | {_minus(text)} |"
 
 
 def written():
