@@ -13,7 +13,7 @@ against the golden models fed the same inputs. Three runs:
 (c) uplinks failed one by one (4 of 8): goodput about constant, against single-path ECMP (one
     uplink's rate, nothing during reconvergence).
 
-Output: ``build/scenarios/mrc.csv`` (per window and run) and ``mrc.png``.
+The runs on the golden models alone, their CSV and plots: ``python -m scenarios mrc``.
 """
 import json
 
@@ -30,7 +30,7 @@ from hdl.usid_forwarder import HDR_BYTES, VERDICTS, UsidForwarder, descriptor_la
 from models.ev_expander import EvExpanderParams
 from models.ev_selector import EvSelectorParams
 from models.usid_forwarder import UsidForwarderParams
-from scenarios.common import OUT, figure, write_csv
+from scenarios.mrc import CYCLES, DROP, DROP_EV, FAILURES, ecmp
 from scenarios.mrc_fabric import (
     EXP,
     FWD,
@@ -38,23 +38,14 @@ from scenarios.mrc_fabric import (
     PATHS,
     PROFILE,
     SEL,
-    SERVICE,
     SPINE,
     SPINES,
     Fabric,
     ModelEngine,
-    ev_of,
     path_of,
 )
 from testbenches import runner, tb
 from testbenches.test_usid_forwarder import deparse
-
-#: The runs: (a) drop on one EV, (b) collision, (c) failures (path -> cycle).
-DROP_EV, DROP = ev_of(5, 1), 0.2
-FAILURES = {0: 1000, 4: 2500, 1: 4000, 5: 5500}
-CYCLES = {"drop": 3000, "collide": 3000, "fail": 7000}
-#: ECMP baseline: the flow's hashed uplink, and the cycles a reroute takes after its failure.
-ECMP_PATH, CONVERGE = 0, 500
 
 
 class MrcTop(wiring.Component):
@@ -189,24 +180,6 @@ async def mrc(dut):
     (tb.run_dir() / "result.json").write_text(json.dumps(results))
 
 
-def ecmp(cycles, window):
-    """Single-path ECMP goodput per window: one uplink's rate while its path is up, 0 for CONVERGE
-    cycles after it fails, then rehashed onto the lowest-numbered live uplink."""
-    path, down_until, out, got = ECMP_PATH, -1, [], 0
-    for t in range(cycles):
-        failed = {p for p, at in FAILURES.items() if at <= t}
-        if path in failed and down_until < 0:
-            down_until = t + CONVERGE
-        if 0 <= down_until <= t:
-            path, down_until = min(p for p in range(PATHS) if p not in failed), -1
-        if down_until < 0 and t % SERVICE == 0:
-            got += 1
-        if (t + 1) % window == 0:
-            out.append(got / window)
-            got = 0
-    return out
-
-
 def mean(values):
     return sum(values) / len(values) if values else 0.0
 
@@ -251,39 +224,10 @@ def test_mrc(record_property):
     fail = goodput("fail")
     assert min(fail) >= 0.8 and mean(fail) >= 0.95 and mean(fail) > 2 * mean(base[1:]), (fail, base)
 
-    rows = []
-    for name in ("drop", "no_drop", "collide", "ignore", "fail"):
-        for t, g, paths, depths in r[name]["samples"]:
-            on_x = sum(n for k, n in paths.items() if k.endswith(":0"))
-            rows.append((name, t, round(g, 3), on_x, sum(paths.values()), depths[0]))
-    rows += [("ecmp", (k + 1) * window, round(g, 3), "", "", "") for k, g in enumerate(base)]
-    write_csv("mrc", ["run", "cycle", "goodput", "packets_on_uplink0", "packets", "uplink0_queue"], rows)
-    with figure("mrc", cols=3, seed=seed) as (fa, fb, fc):
-        for ax, names in ((fa, ("drop", "no_drop")), (fb, ("collide", "ignore")), (fc, ("fail",))):
-            for name in names:
-                ax.plot([s[0] for s in r[name]["samples"]], [s[1] for s in r[name]["samples"]], label=name)
-        fa.axvline(a["demoted_at"], color="grey", ls=":", label="bad EV demoted")
-        fa.set(title=f"(a) {DROP:.0%} drop on one EV of 16", xlabel="cycle", ylabel="goodput (packets/cycle)",
-               ylim=(0, 1.2))
-        fb.set(title="(b) plane-0 EVs of 2 QPs on one uplink (ignore: ECN echo ignored)", xlabel="cycle",
-               ylim=(0, 1.2))
-        fc.plot([(k + 1) * window for k in range(len(base))], base, label="single-path ECMP")
-        for at in FAILURES.values():
-            fc.axvline(at, color="grey", ls=":")
-        fc.set(title="(c) uplinks failed one by one", xlabel="cycle", ylim=(0, 1.2))
-        for ax in (fa, fb, fc):
-            ax.legend(fontsize="small")
-    headline = (f"(a) EV demoted at its 1st loss event (cycle {a['demoted_at']}), same-plane backup, goodput "
-                f"{mean(goodput('drop')):.2f} (no drop {mean(goodput('no_drop')):.2f}); "
-                f"(b) ECN echo ignored -> acted on: uplink-0 queue "
-                f"{queue['ignore']:.1f} -> {queue['collide']:.1f}, share {share['ignore']:.0%} -> "
-                f"{share['collide']:.0%}, "
-                f"trims {trims['ignore']} -> {trims['collide']}, goodput {mean(goodput('ignore', 5)):.2f} -> "
-                f"{mean(goodput('collide', 5)):.2f}; (c) 4 of 8 uplinks failed: goodput mean {mean(fail):.2f} "
-                f"(min {min(fail):.2f}) vs single-path ECMP {mean(base[1:]):.2f}")
+    headline = (f"(a) demoted at {a['demoted_at']}; (b) queue {queue['ignore']:.1f} -> {queue['collide']:.1f}; "
+                f"(c) goodput {mean(fail):.2f} vs ECMP {mean(base[1:]):.2f}")
     print(headline)
-    record_property("innet", {"kind": "scenario", "name": "mrc", "seed": seed, "headline": headline,
-                              "files": [OUT / "mrc.csv", OUT / "mrc.png"]})
+    record_property("innet", run)
 
 
 pytestmark = pytest.mark.xdist_group("scenario_mrc")
