@@ -358,8 +358,16 @@ def _sim_list(sh):
     assert [line.split()[0] for line in out.splitlines() if line.strip()][-6:] == list(NAMES), out
 
 
+def _new_block(sh):
+    from testbenches.scaffold import new_block_gets_every_service
+    new_block_gets_every_service()         # in a clone of its own: the block must not reach the other smokes
+
+
 #: Documented command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
 SMOKE = {
+    "make new-block NAME=my_counter": _new_block,
+    "make new-block NAME=my_counter TITLE='My packet counter'": _new_block,
+    "make test PYTEST_ARGS='-k my_counter'": _new_block,
     "make sim": _sim,
     "make sim BLOCK=list": _sim_list,
     "make lint": "make lint",
