@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.headers import DBLP, DBLP_HEADER_BYTES, DBLP_OFFSET, wire_view
 from hdl.packet import packet_signature
 from hdl.parse import Parser
@@ -116,7 +117,6 @@ class BoundedLossTracker(wiring.Component):
         lw = (W - 1).bit_length()                      # log2 W
         lr = (R - 1).bit_length()                      # log2 R
         tmask = (1 << self.time_bits) - 1
-        cmax = (1 << self.counter_bits) - 1
         live, closed, dirty, last = Array(self.live), Array(self.closed), Array(self.dirty), Array(self.last)
         job, rnd, cnt, need = Array(self.job), Array(self.round), Array(self.cnt), Array(self.need)
         count, t_first, retries, phase = Array(self.count), Array(self.t_first), Array(self.retries), Array(self.phase)
@@ -322,10 +322,7 @@ class BoundedLossTracker(wiring.Component):
 
         # --- counters (saturating) ---
         for name in COUNTERS:
-            reg = getattr(self, name)
-            total = Signal(self.counter_bits + 17, name=f"sum_{name}")
-            m.d.comb += total.eq(reg + inc[name])
-            m.d.sync += reg.eq(Mux(total > cmax, cmax, total))
+            count_event(m, getattr(self, name), amount=inc[name], overflow="saturate")
 
         if platform == "formal":
             self._invariants(m)

@@ -4,6 +4,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.counters import count_event
 from hdl.headers import wire_bytes
 from hdl.packet import packet_signature
 from hdl.parse import Parser
@@ -298,7 +299,5 @@ class ChunkBitmap(wiring.Component):
 
         # --- counters (saturating) ---
         for name in COUNTERS:
-            counter = getattr(self, name)
-            with m.If(ev[name] & (counter != (1 << p.counter_bits) - 1)):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), ev[name], overflow="saturate")
         return m

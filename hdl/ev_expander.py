@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from models import wire
 from models.ev_expander import COUNTERS, FIELD_MEMBERS, EvExpanderParams
 from models.params import check
@@ -82,11 +83,6 @@ class EvExpander(wiring.Component):
         self._configuration(m)
         return m
 
-    def _count(self, m, name, hit):
-        counter = getattr(self, name)
-        with m.If(hit & (counter != (1 << self.params.counter_bits) - 1)):
-            m.d.sync += counter.eq(counter + 1)
-
     def _request_path(self, m):
         p, o = self.params, self.o
         m.d.comb += self.i.ready.eq((~o.valid | o.ready) & ~self.commit)
@@ -99,8 +95,8 @@ class EvExpander(wiring.Component):
         ok = (ev & self.unused) == 0
         with m.If(transfer):
             m.d.sync += [o.valid.eq(1), o.payload.ok.eq(ok), o.payload.exp_ev.eq(value)]
-        self._count(m, "expanded", transfer & ok)
-        self._count(m, "bad_ev", transfer & ~ok)
+        count_event(m, self.expanded, transfer & ok, overflow="saturate")
+        count_event(m, self.bad_ev, transfer & ~ok, overflow="saturate")
 
     def _configuration(self, m):
         p, c = self.params, self.cfg.payload
@@ -192,5 +188,5 @@ class EvExpander(wiring.Component):
         with m.If(install):
             m.d.sync += [s.eq(t) for s, t in zip(self.sel, self.shadow)]
             m.d.sync += self.unused.eq(Cat(p.ev_bits - 1 - j >= taken for j in range(p.ev_bits)))
-        self._count(m, "configured", install)
-        self._count(m, "refused", self.commit & ~install)
+        count_event(m, self.configured, install, overflow="saturate")
+        count_event(m, self.refused, self.commit & ~install, overflow="saturate")

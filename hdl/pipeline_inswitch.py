@@ -3,6 +3,7 @@ store as a traffic manager holds."""
 from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, memory
 
+from hdl.counters import count_event
 from hdl.pipeline import PipelineStages
 from hdl.spillway.inswitch import InSwitchSpillBuffer
 from models.pipeline_inswitch import COUNTERS, InSwitchPipelineParams
@@ -131,7 +132,5 @@ class InSwitchPipeline(PipelineStages):
         # Counters.
         self._counters(m, agg, sym, INSWITCH_COUNTERS)
         for name, event in (("oversize", done & long), ("store_stalls", sym.o.valid & waiting)):
-            counter = getattr(self, name)
-            with m.If(event):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), event, overflow="wrap")
         return m

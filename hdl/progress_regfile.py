@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.packet import packet_signature
 from hdl.parse import Parser
 from models.params import check
@@ -232,16 +233,9 @@ class ProgressRegfile(wiring.Component):
         saturating = step_saturates
         aged = Signal(range(R + 1))
         m.d.comb += aged.eq(sum(Cat(t, 0) for t in turned))
-        room = (1 << self.counter_bits) - 1 - self.aged
-        with m.If(self.decide & (aged != 0)):
-            m.d.sync += self.aged.eq(Mux(aged > room, self.aged + room, self.aged + aged))
-        saturating = saturating | (self.decide & (aged > room))
+        saturating = saturating | count_event(m, self.aged, self.decide, amount=aged, overflow="saturate")
         for name, event in events.items():
-            counter = getattr(self, name)
-            full = counter == (1 << self.counter_bits) - 1
-            with m.If(event & ~full):
-                m.d.sync += counter.eq(counter + 1)
-            saturating = saturating | (event & full)
+            saturating = saturating | count_event(m, getattr(self, name), event, overflow="saturate")
         with m.If(saturating):
             m.d.sync += self.saturated.eq(1)
 
