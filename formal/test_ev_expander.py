@@ -142,7 +142,7 @@ class ProfileSpec(Elaboratable):
     def invariants(self, m, dut, fields, fmts, in_field, consumed, sent, installed, accept):
         """After the transfer: nothing left to install, ``sel`` and ``unused`` as the spec derives them from
         the profile (the empty profile's before)."""
-        p, E, X, B, F = PARAMS, PARAMS.ev_bits, PARAMS.exp_bits, PARAMS.field_bits, PARAMS.max_fields
+        E, X, B, F = PARAMS.ev_bits, PARAMS.exp_bits, PARAMS.field_bits, PARAMS.max_fields
         m.d.comb += [Assert(installed == (sent & accept), "the profile is installed iff taken and accepted"),
                      Assert(~sent | (dut.idle & ~dut.install), "after the transfer the configuration waits")]
         for t in range(X):                      # output bit t of ev_t order (sel[t])
