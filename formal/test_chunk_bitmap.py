@@ -45,6 +45,12 @@ them in ``__init__``):
 
 The chunks done are a function of the offsets received (not state of their own). The cover (depth 7)
 reaches a whole 2-chunk message.
+
+Liveness: the tracker has no timeout, by the SPEC (section 6: a message ends by its last chunk, or by the
+host's ``complete``; recovering lost packets is the sender's, SR's RTO or EC). Its bounded responses are
+proved above as safety, unbounded: every accepted packet's result exactly ``LATENCY`` cycles later,
+``msg_done`` on the result of the packet that completes the message, and a post's clear over within its
+message's words (``cmd.ready`` low exactly while the spec's count of them runs).
 """
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
