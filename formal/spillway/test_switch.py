@@ -354,6 +354,115 @@ def test_disaggregated_switch_bmc():
 RETURN_PARAMS = SWITCH_PARAMS.replace(return_slots=2)
 
 
+def return_path(m, dut, slot_cells):
+    """The return path's properties and invariants (``ReturnSpec``'s; k-inductive with the tracked frame's or
+    on their own): the spec frames ``spill_i`` itself and judges each frame's first beat, counts the frames
+    held (accepted, not yet re-injected), the slots written and read and the frames stored, and relates the
+    receive and read pointers, the frames committed and the decapsulator's state to them (``slot_cells``:
+    read ports of every cell of ``ret_mem``, per slot). Returns the spec's signals by name."""
+    p = dut.params
+    P, S, B, H = p.ports, dut.slots, dut.slot_beats, wire.SPILL_HEADER_BYTES
+    core, dec = dut.core, dut.dec
+    # --- the spec's framing and judgement of spill_i ---
+    ri = dut.spill_i
+    beat = ri.payload
+    inside, index = Signal(), Signal(range(B + 1))      # beats of the frame so far (saturating at B)
+    first = ri.valid & ~inside
+    octet = lambda at: beat.data.word_select(at, 8)      # noqa: E731
+    good = ((Cat(octet(wire.ETHERTYPE_AT + 1), octet(wire.ETHERTYPE_AT)) == wire.ETHERTYPE_SPILL)
+            & (octet(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & ~(beat.last & ~beat.keep[H]))
+    with m.If(ri.valid):
+        m.d.sync += [inside.eq(~beat.last), index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))]
+    m.d.comb += [Assert(dut.rx_inside == inside, "return link: inside a frame as the spec frames it"),
+                 Assert(dut.wr_index == index, "return link: the frame's beat count as the spec's"),
+                 Assert((inside == (index != 0)) & (index <= B),
+                        "spec framing: beats counted exactly within a frame")]
+    with m.If(first):
+        m.d.comb += Assert((core.ret_bad == ~good) & (core.ret_port == octet(wire.SPILL_PORT_AT)),
+                           "return link: a frame's first beat judged as the SPEC says (a RETURN with a packet)")
+    accepted = Signal()                 # the frame arriving was accepted at its first beat
+    take = first & core.ret_ok
+    with m.If(first):
+        m.d.sync += accepted.eq(core.ret_ok)
+    ok = Mux(first, core.ret_ok, accepted)
+    m.d.comb += Assert(~inside | (dut.wr_ok == accepted),
+                       "return link: the frame arriving accepted as the spec saw")
+    commit = ri.valid & ok & beat.last
+
+    # --- frames held: accepted and not yet re-injected; slots written and read ---
+    o = dut.o
+    reinjected = o.valid & o.ready & o.payload.last & o.payload.meta.spilled
+    held = Signal(range(S + 2))
+    m.d.sync += held.eq(held + take - reinjected)
+    wr, rd, stored = Signal(range(S)), Signal(range(S)), Signal(range(S + 1))
+    feed = dec.i.valid & dec.i.ready
+    read_last = feed & dec.i.payload.last
+    with m.If(commit):
+        m.d.sync += wr.eq(Mux(wr == S - 1, 0, wr + 1))
+    with m.If(read_last):
+        m.d.sync += rd.eq(Mux(rd == S - 1, 0, rd + 1))
+    m.d.sync += stored.eq(stored + commit - read_last)
+    arriving = inside & accepted
+    m.d.comb += [
+        Assert(core.reserved == sum(core.asked) + held, "return slots reserved: requests outstanding + held"),
+        Assert(core.reserved <= S, "return slots reserved within return_slots"),
+        Assert(held == arriving + stored + dec.flush, "held: arriving, stored, or the decapsulator's last beat"),
+        Assert((dut.wr_slot == wr) & (dut.rd_slot == rd) & (dut.committed == stored),
+               "return buffer: write and read slots and frames stored as the spec's"),
+        Assert(wr == Mux(rd + stored >= S, rd + stored - S, rd + stored), "return buffer: write = read + stored"),
+        Assert((wr < S) & (rd < S) & (dut.rd_index < B), "return buffer: pointers in range"),
+        Assert(dec.have == (dut.rd_index != 0), "decapsulator: holds a beat exactly within a frame"),
+        Assert((dut.rd_index == 0) | (stored != 0), "return buffer: a frame read from is stored"),
+        Assert(~dec.flush | ~dec.have, "decapsulator: the extra beat after the frame's input"),
+        Assert(((dut.owner == 1) == dec.emitted) & (dut.owner != 3), "o: a returned packet in progress is the "
+                                                                      "decapsulator's frame begun"),
+        Assert(~dec.emitted | dec.have | dec.flush, "decapsulator: a frame begun is held or ending"),
+    ]
+
+    # every stored frame ends within its slot; the one being read has not ended before its read index
+    for k, cells in enumerate(slot_cells):
+        m.d.comb += [cell.addr.eq(k * B + b) for b, cell in enumerate(cells)]
+        live = Mux(k >= rd, k - rd, k + S - rd) < stored
+        m.d.comb += [Assert(~live | Cat(*(cell.data.last for cell in cells)).any(),
+                            f"return slot {k}: a stored frame ends within its slot"),
+                     Assert(~live | ~cells[0].data.last | cells[0].data.keep[H],
+                            f"return slot {k}: a stored one-beat frame carries a packet")]
+        with m.If(live & (rd == k)):
+            m.d.comb += [Assert(~((b < dut.rd_index) & cell.data.last), f"return slot {k}: read past its end")
+                         for b, cell in enumerate(cells)]
+        with m.If(arriving & (wr == k)):
+            m.d.comb += [Assert(~(b < index) | (cell.data.last == (b == B - 1)),
+                                f"return slot {k}: an arriving frame's beats, last only on the slot's last")
+                         for b, cell in enumerate(cells)]
+
+    return locals()
+
+
+def credit_invariants(m, dut, env):
+    """Every node slot of a port is a credit, a packet spilled and not yet asked for, one asked for, or one
+    returned and held (``env``: ``return_path``'s): ``credit[q] + unasked[q] + asked[q] + held(q) ==
+    capacity``, where a held frame's port is its header's (the arriving or stored frame's first beat in the
+    return buffer, or ``ret_port`` for the decapsulator's last beat). So a credit never exceeds ``capacity``."""
+    p = dut.params
+    P, C, S = p.ports, p.capacity, dut.slots
+    core, dec = dut.core, dut.dec
+    rd, wr, stored, arriving, slot_cells = (env[k] for k in ("rd", "wr", "stored", "arriving", "slot_cells"))
+    held_slots = []
+    for k, cells in enumerate(slot_cells):
+        port = cells[0].data.data.word_select(wire.SPILL_PORT_AT, 8)
+        live = (Mux(k >= rd, k - rd, k + S - rd) < stored) | (arriving & (wr == k))
+        m.d.comb += Assert(~live | (port < P), f"return slot {k}: a held frame's port is a port")
+        held_slots.append((live, port))
+        with m.If((dut.rd_index != 0) & (rd == k)):
+            m.d.comb += Assert(dut.ret_port == port, f"return slot {k}: the frame read names its port")
+    with m.If(dec.flush):
+        m.d.comb += Assert(dut.ret_port < P, "the decapsulator's last beat: its frame's port is a port")
+    for q in range(P):
+        held = sum(live & (port == q) for live, port in held_slots) + (dec.flush & (dut.ret_port == q))
+        m.d.comb += Assert(core.credit[q] + core.unasked[q] + core.asked[q] + held == C,
+                           f"port {q}: credits + spilled (unasked, asked, held) == capacity")
+
+
 class ReturnSpec(Elaboratable):
     """The switch side's return path, unbounded: every input free (packets on ``i`` of the few frames
     ``SwitchSpec`` uses, free beats on ``spill_i``, queue depths, ``o.ready``, ``spill_o.ready``). The spec
@@ -384,8 +493,8 @@ class ReturnSpec(Elaboratable):
         m = Module()
         m.submodules.dut = dut = self.dut
         p = dut.params
-        P, S, B, W, H = p.ports, dut.slots, dut.slot_beats, p.data_bytes, wire.SPILL_HEADER_BYTES
-        core, dec = dut.core, dut.dec
+        P, S, B, W = p.ports, dut.slots, dut.slot_beats, p.data_bytes
+        dec = dut.dec
         for port in (dut.i, dut.spill_i):
             m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.eq(AnySeq(port.payload.shape().size))]
         frames = [int.from_bytes(bytes(Ether() / IP(src="10.0.0.1") / UDP(sport=sport))[:W].ljust(W, b"\0"), "little")
@@ -395,77 +504,9 @@ class ReturnSpec(Elaboratable):
         m.d.comb += [Assume(dut.i.payload.meta.port < P), dut.qdepth.eq(AnySeq(dut.qdepth.shape().size)),
                      dut.o.ready.eq(AnySeq(1)), dut.spill_o.ready.eq(AnySeq(1))]
 
-        # --- the spec's framing and judgement of spill_i ---
-        ri = dut.spill_i
-        beat = ri.payload
-        inside, index = Signal(), Signal(range(B + 1))      # beats of the frame so far (saturating at B)
-        first = ri.valid & ~inside
-        octet = lambda at: beat.data.word_select(at, 8)      # noqa: E731
-        good = ((Cat(octet(wire.ETHERTYPE_AT + 1), octet(wire.ETHERTYPE_AT)) == wire.ETHERTYPE_SPILL)
-                & (octet(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & ~(beat.last & ~beat.keep[H]))
-        with m.If(ri.valid):
-            m.d.sync += [inside.eq(~beat.last), index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))]
-        m.d.comb += [Assert(dut.rx_inside == inside, "return link: inside a frame as the spec frames it"),
-                     Assert(dut.wr_index == index, "return link: the frame's beat count as the spec's"),
-                     Assert((inside == (index != 0)) & (index <= B),
-                            "spec framing: beats counted exactly within a frame")]
-        with m.If(first):
-            m.d.comb += Assert((core.ret_bad == ~good) & (core.ret_port == octet(wire.SPILL_PORT_AT)),
-                               "return link: a frame's first beat judged as the SPEC says (a RETURN with a packet)")
-        accepted = Signal()                 # the frame arriving was accepted at its first beat
-        take = first & core.ret_ok
-        with m.If(first):
-            m.d.sync += accepted.eq(core.ret_ok)
-        ok = Mux(first, core.ret_ok, accepted)
-        m.d.comb += Assert(~inside | (dut.wr_ok == accepted),
-                           "return link: the frame arriving accepted as the spec saw")
-        commit = ri.valid & ok & beat.last
-
-        # --- frames held: accepted and not yet re-injected; slots written and read ---
-        o = dut.o
-        reinjected = o.valid & o.ready & o.payload.last & o.payload.meta.spilled
-        held = Signal(range(S + 2))
-        m.d.sync += held.eq(held + take - reinjected)
-        wr, rd, stored = Signal(range(S)), Signal(range(S)), Signal(range(S + 1))
-        feed = dec.i.valid & dec.i.ready
-        read_last = feed & dec.i.payload.last
-        with m.If(commit):
-            m.d.sync += wr.eq(Mux(wr == S - 1, 0, wr + 1))
-        with m.If(read_last):
-            m.d.sync += rd.eq(Mux(rd == S - 1, 0, rd + 1))
-        m.d.sync += stored.eq(stored + commit - read_last)
-        arriving = inside & accepted
-        m.d.comb += [
-            Assert(core.reserved == sum(core.asked) + held, "return slots reserved: requests outstanding + held"),
-            Assert(core.reserved <= S, "return slots reserved within return_slots"),
-            Assert(held == arriving + stored + dec.flush, "held: arriving, stored, or the decapsulator's last beat"),
-            Assert((dut.wr_slot == wr) & (dut.rd_slot == rd) & (dut.committed == stored),
-                   "return buffer: write and read slots and frames stored as the spec's"),
-            Assert(wr == Mux(rd + stored >= S, rd + stored - S, rd + stored), "return buffer: write = read + stored"),
-            Assert((wr < S) & (rd < S) & (dut.rd_index < B), "return buffer: pointers in range"),
-            Assert(dec.have == (dut.rd_index != 0), "decapsulator: holds a beat exactly within a frame"),
-            Assert((dut.rd_index == 0) | (stored != 0), "return buffer: a frame read from is stored"),
-            Assert(~dec.flush | ~dec.have, "decapsulator: the extra beat after the frame's input"),
-            Assert(((dut.owner == 1) == dec.emitted) & (dut.owner != 3), "o: a returned packet in progress is the "
-                                                                          "decapsulator's frame begun"),
-            Assert(~dec.emitted | dec.have | dec.flush, "decapsulator: a frame begun is held or ending"),
-        ]
-
-        # every stored frame ends within its slot; the one being read has not ended before its read index
-        for k, cells in enumerate(self.slot_cells):
-            m.d.comb += [cell.addr.eq(k * B + b) for b, cell in enumerate(cells)]
-            live = Mux(k >= rd, k - rd, k + S - rd) < stored
-            m.d.comb += [Assert(~live | Cat(*(cell.data.last for cell in cells)).any(),
-                                f"return slot {k}: a stored frame ends within its slot"),
-                         Assert(~live | ~cells[0].data.last | cells[0].data.keep[H],
-                                f"return slot {k}: a stored one-beat frame carries a packet")]
-            with m.If(live & (rd == k)):
-                m.d.comb += [Assert(~((b < dut.rd_index) & cell.data.last), f"return slot {k}: read past its end")
-                             for b, cell in enumerate(cells)]
-            with m.If(arriving & (wr == k)):
-                m.d.comb += [Assert(~(b < index) | (cell.data.last == (b == B - 1)),
-                                    f"return slot {k}: an arriving frame's beats, last only on the slot's last")
-                             for b, cell in enumerate(cells)]
+        env = return_path(m, dut, self.slot_cells)
+        ri, beat, index, take, feed, rd, wr, stored, arriving = (env[k] for k in (
+            "ri", "beat", "index", "take", "feed", "rd", "wr", "stored", "arriving"))
 
         # --- the tracked frame: its beat tj, byte lane `lane` (and every keep bit) ---
         tj, lane = Signal(range(B)), Signal(range(W))

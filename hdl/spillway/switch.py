@@ -73,6 +73,7 @@ class SpillSwitch(wiring.Component):
         self.wr_slot, self.wr_index = Signal(range(S), name="wr_slot"), Signal(range(B + 1), name="wr_index")
         self.committed = Signal(range(S + 1))
         self.rd_slot, self.rd_index = Signal(range(S), name="rd_slot"), Signal(range(B), name="rd_index")
+        self.ret_port = Signal(8, name="ret_port")      # the origin port of the frame being read (its header)
         self.dec = Decapsulator(p.data_bytes)
         self.owner = Signal(2, name="owner")   # o's packet in progress: 0 none, 1 a returned, 2 a forwarded one
 
@@ -138,7 +139,7 @@ class SpillSwitch(wiring.Component):
         m.submodules.ret_mem = mem = self.ret_mem
         committed = self.committed
         rd_slot, rd_index = self.rd_slot, self.rd_index
-        ret_port, ret_flow, ret_seq = Signal(8), Signal(SEQ_BITS), Signal(SEQ_BITS)
+        ret_port, ret_flow, ret_seq = self.ret_port, Signal(SEQ_BITS), Signal(SEQ_BITS)
         read = mem.read_port(domain="comb")
         m.d.comb += [read.addr.eq(rd_slot * B + rd_index), dec.i.valid.eq(committed != 0),
                      dec.i.payload.data.eq(read.data.data), dec.i.payload.keep.eq(read.data.keep),
