@@ -76,7 +76,7 @@ class EvExpander(wiring.Component):
         self.unused = Signal(p.ev_bits, init=(1 << p.ev_bits) - 1)   # EV bits (ev's numbering) past the consumed
         self.commit = Signal()                    # the cycle of a cfg transfer
         # public for the formal spec: the configuration waits for a profile; the verdict installs it (DONE)
-        self.idle, self.install = Signal(init=1), Signal()
+        self.idle, self.install = Signal(init=1, name="idle"), Signal(name="install")
 
     def elaborate(self, platform):
         m = Module()

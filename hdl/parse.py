@@ -81,7 +81,7 @@ class Parser(Elaboratable):
         self.count = Signal(range(data_bytes + 1))
         self.length = Signal(16)
         self.header = Signal(8 * header_bytes)
-        self.done, self.held = Signal(16), Signal(8 * header_bytes)
+        self.done, self.held = Signal(16, name="done"), Signal(8 * header_bytes, name="held")
         views = (("eth", ETHERNET, wire.ETH_OFFSET), ("ip", IPV4, wire.IP_OFFSET), ("udp", UDP, wire.UDP_OFFSET),
                  ("bth", BTH, wire.BTH_OFFSET), ("ina", INA, wire.INA_OFFSET))
         for name, layout, offset in views:
