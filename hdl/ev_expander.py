@@ -76,6 +76,8 @@ class EvExpander(wiring.Component):
         self.shadow = [Signal(sel, name=f"shadow{k}") for k in range(p.exp_bits)]
         self.unused = Signal(p.ev_bits, init=(1 << p.ev_bits) - 1)   # EV bits (ev's numbering) past the consumed
         self.commit = Signal()                    # the cycle of a cfg transfer
+        # public for the formal spec: the configuration waits for a profile; the verdict installs it (DONE)
+        self.idle, self.install = Signal(init=1, name="idle"), Signal(name="install")
 
     def elaborate(self, platform):
         m = Module()
@@ -121,8 +123,8 @@ class EvExpander(wiring.Component):
 
         # the f-th entries, staged (FETCH) so that LOAD's checks start from registers
         entry, field, has, end = Signal(wire.EV_FMT_WIDTH_BITS), Signal.like(c.fields[0]), Signal(), Signal()
-        install = Signal()                                # DONE: the verdict, accepted
-        with m.FSM():
+        install = self.install                            # DONE: the verdict, accepted
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.cfg.valid):
                     m.d.sync += [f.eq(0), pos.eq(0), hot.eq(1), taken.eq(0), widths.eq(0), bad.eq(~known),
@@ -185,6 +187,7 @@ class EvExpander(wiring.Component):
                 m.d.sync += install.eq(0)
                 m.next = "IDLE"
 
+        m.d.comb += self.idle.eq(fsm.ongoing("IDLE"))
         with m.If(install):
             m.d.sync += [s.eq(t) for s, t in zip(self.sel, self.shadow)]
             m.d.sync += self.unused.eq(Cat(p.ev_bits - 1 - j >= taken for j in range(p.ev_bits)))

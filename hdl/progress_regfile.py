@@ -101,15 +101,19 @@ class ProgressRegfile(wiring.Component):
         self.table_reads = Signal()             # packet accesses of each array in this cycle
         self.row_reads = Signal()
         self.row_writes = Signal()
+        # The three tables (created here so that the formal spec can read every word).
+        self.flow_table = memory.Memory(shape=self.entry, depth=self.table, init=[])
+        self.job_rows = memory.Memory(shape=self.row, depth=self.jobs, init=[])
+        self.job_settings = memory.Memory(shape=self.settings, depth=self.jobs, init=[])
 
     def elaborate(self, platform):
         m = Module()
         R, bits = self.ring, self.step_bits
         top = (1 << bits) - 1
 
-        m.submodules.flows = flows = memory.Memory(shape=self.entry, depth=self.table, init=[])
-        m.submodules.rows = rows = memory.Memory(shape=self.row, depth=self.jobs, init=[])
-        m.submodules.settings = settings = memory.Memory(shape=self.settings, depth=self.jobs, init=[])
+        m.submodules.flows = flows = self.flow_table
+        m.submodules.rows = rows = self.job_rows
+        m.submodules.settings = settings = self.job_settings
         flow_read, flow_write = flows.read_port(domain="comb"), flows.write_port()
         row_read, row_write = rows.read_port(domain="comb"), rows.write_port()
         set_read, set_write = settings.read_port(domain="comb"), settings.write_port()
