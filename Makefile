@@ -18,7 +18,7 @@ SEEDS  ?= 4
 FIRST  ?= 1
 SHARD  ?= 1/1
 TESTS  ?=
-BLOCK  ?= spillway.switch
+BLOCK  ?=
 N      ?=
 MUTANT_ARGS ?=
 ARGS   ?=
@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml tools/setup.sh
 ## A demonstration of a mechanism on its RTL (demos/): make sim [BLOCK=spillway|symphony|esa|mrc|dblp|sdr|list];
 ## the story of the run, its waveform window, its pcaps and the command that replays it.
 sim: setup
-	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
+	@$(PY) -m tools.sim $(BLOCK)
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios;
 ## make test BLOCK=name runs one block's tests (its testbench, proofs, soak, layout checks).
@@ -83,9 +83,9 @@ coverage: setup
 	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of BLOCK's (default spillway.switch) RTL sources against its tests and proofs -> build/mutants/
 mutants: setup
-	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
+	$(PY) -m tools.mutants $(or $(BLOCK),spillway.switch) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 
 ## A new block from the scaffold (tools/scaffold/): its Component, model, lockstep test and proof, registered
 new-block: setup
