@@ -4,17 +4,21 @@
 (written into a copy of the repository, ``valid``, then the block's simulations and proofs, each stopping
 at its first failure), giving the row ``tools.mutants.run_block`` gives it. Each unit takes a free copy
 of the block's pool ``<trees>/<block>/<k>/`` (a file lock each; a worker that finds none free makes
-another), so a copy's Verilator runtime objects are compiled once and a mutant's own model once; the copy
-is restored after the mutant. ``id=None`` is the unmutated baseline. The rows merge into the block's CSV
-(``tools.mutants.merged`` and ``report``: the same table and kill rates).
+another) and restores it after the mutant; the copies share the repository's Verilator runtime objects
+(``build/verilator-runtime``, compiled once per flag set), so a mutant compiles only its own model.
+``id=None`` is the unmutated baseline. The rows merge into the block's CSV (``tools.mutants.merged`` and
+``report``: the same table and kill rates).
 """
 import fcntl
 from pathlib import Path
 
-from registry import block
+from registry import ROOT, block
 from tools import mutants as tool
 from tools.cluster.engine import Unit
 from tools.regress import python
+
+#: Verilator's runtime objects, compiled once per flag set (``testbenches.runner``): every copy shares them.
+RUNTIME = ROOT / "build" / "verilator-runtime"
 
 
 class Tree:
@@ -36,6 +40,10 @@ class Tree:
                 k += 1
         path = self.pool / str(k)
         tool.copy_tree(path)
+        runtime = path / "build" / RUNTIME.name
+        if not runtime.exists():
+            runtime.parent.mkdir(exist_ok=True)
+            runtime.symlink_to(RUNTIME, target_is_directory=True)
         return path
 
     def __exit__(self, *exc):
