@@ -29,6 +29,8 @@ def common(parser, out):
     parser.add_argument("--cluster-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a dask-jobqueue cluster's keyword argument (queue=, account=, walltime=, memory=, ...)")
     parser.add_argument("--out", type=Path, default=out, help=f"directory of the results (default {out})")
+    parser.add_argument("--job-script", action="store_true",
+                        help="print the batch job a batch system's cluster submits per worker, run nothing")
 
 
 def parser():
@@ -106,6 +108,11 @@ def campaign(args, client):
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    if args.job_script:
+        cluster = engine.batch_cluster(args.cluster, args.cluster_option)
+        print(cluster.job_script())
+        cluster.close()
+        return
     client = engine.connect(args.cluster, args.scheduler, args.jobs, args.cluster_option)
     try:
         ok = campaign(args, client)

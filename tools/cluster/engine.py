@@ -22,7 +22,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CLUSTERS", "connect", "Campaign", "Result"]
+__all__ = ["CLUSTERS", "batch_cluster", "connect", "Campaign", "Result", "Unit"]
+
+#: The checkout: a batch job's worker starts in it.
+ROOT = Path(__file__).resolve().parents[2]
 
 #: ``--cluster`` names -> dask-jobqueue's cluster class names (``local``: a ``LocalCluster``).
 CLUSTERS = {"local": None, "slurm": "SLURMCluster", "lsf": "LSFCluster", "pbs": "PBSCluster", "sge": "SGECluster"}
@@ -37,6 +40,20 @@ def options(pairs):
             raise ValueError(f"cluster option {pair!r}: expected key=value (e.g. queue=normal)")
         found[key.replace("-", "_")] = int(value) if value.isdigit() else value
     return found
+
+
+def batch_cluster(cluster, cluster_options=()):
+    """dask-jobqueue's cluster for batch system ``cluster``, no job submitted yet: one worker of one core per
+    job (4 GB) in this checkout (its path must be the same on the nodes: a shared filesystem), over
+    ``cluster_options``; ``.job_script()`` shows what each job runs."""
+    import dask_jobqueue
+
+    if CLUSTERS.get(cluster) is None:
+        raise ValueError(f"cluster {cluster!r}: a batch system's cluster is one of "
+                         f"{', '.join(k for k, v in CLUSTERS.items() if v)}")
+    kwargs = {"cores": 1, "processes": 1, "memory": "4GB", "job_script_prologue": [f"cd {ROOT}"],
+              **options(cluster_options)}
+    return getattr(dask_jobqueue, CLUSTERS[cluster])(**kwargs)
 
 
 def connect(cluster="local", scheduler=None, jobs=2, cluster_options=(), dashboard=":8787"):
@@ -61,10 +78,7 @@ def connect(cluster="local", scheduler=None, jobs=2, cluster_options=(), dashboa
                                host="127.0.0.1")
         client = Client(started)
     else:
-        import dask_jobqueue
-
-        kwargs = {"cores": 1, "processes": 1, "memory": "4GB", **options(cluster_options)}
-        started = getattr(dask_jobqueue, CLUSTERS[cluster])(**kwargs)
+        started = batch_cluster(cluster, cluster_options)
         started.scale(jobs)
         client = Client(started)
 
