@@ -79,6 +79,20 @@ def test_sweep_equals_serial(client, tmp_path):
     assert got == want and len(want) == 2 * 3 and got[0] != got[3], (got, want)
 
 
+def test_running_scheduler(client, tmp_path, capsys):
+    """``--scheduler tcp://...``: a campaign on a running cluster (this one's scheduler), which it leaves running."""
+    address = client.scheduler.address
+    args = parser().parse_args(["sweep", "esa", "--grid", "rounds=4", "--grid", "sweep-slots=4", "--grid",
+                                "sweep-jobs=2", "--scheduler", address, "--out", str(tmp_path)])
+    other = engine.connect(scheduler=address)
+    try:
+        assert campaign(args, other)
+    finally:
+        other.close_all()
+    assert f"sweep: 1 units on 2 workers ({address})" in capsys.readouterr().out
+    assert len(client.scheduler_info()["workers"]) == 2 and (tmp_path / "esa.csv").exists()
+
+
 def killed_once(marker, value):
     """A unit that kills its own worker process the first time it runs (``marker`` not there yet)."""
     marker = Path(marker)
