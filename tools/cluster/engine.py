@@ -181,8 +181,9 @@ class Campaign:
             bad = bool(result.error) or u.failed(result.value)
             failed += bad
             done, elapsed = len(results), time.monotonic() - start
-            running = sum(k in by_key and k not in results for keys in self.client.processing().values()
-                          for k in keys)
+            assigned = sum(k in by_key and k not in results for keys in self.client.processing().values()
+                           for k in keys)          # a worker is given a little more than its threads run
+            running = min(assigned, sum(self.client.nthreads().values()))
             eta = f", ETA {elapsed / done * (len(units) - done):.0f} s" if done < len(units) else ""
             state = result.error or ("failed" if bad else "ok")
             retried = f", attempt {result.attempt}" if result.attempt > 1 else ""
