@@ -2,7 +2,8 @@
 # Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
-# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options),
+# BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
+# sim: the demonstration),
 # NAME, TITLE (new-block: the block's module path and title).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -29,11 +30,10 @@ $(STAMP): pyproject.toml tools/setup.sh
 	tools/setup.sh $(VENV)
 	touch $@
 
-## Default simulation: Spillway as the paper describes it (switch side + spill node through link delay
-## lines) under Verilator with randomized RoCEv2 traffic, waveform and pcaps kept.
+## A demonstration of a mechanism on its RTL (demos/): make sim [BLOCK=spillway|symphony|esa|mrc|dblp|sdr|list];
+## the story of the run, its waveform window, its pcaps and the command that replays it.
 sim: setup
-	WAVES=1 $(PY) -m pytest testbenches/spillway/test_top.py -k random_traffic $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make sim')
-	@echo "inspect: make waves SIGNALS='i__valid i__ready o__valid o__payload'"
+	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
 test: lint
@@ -68,12 +68,12 @@ regress-merge: setup
 
 ## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
 coverage: setup
-	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS))
+	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS) >/dev/null)
 	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
-	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
+	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
 mutants: setup
 	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 

@@ -46,7 +46,7 @@ from models.spillway.switch import SpillSwitchModel
 from models.spillway.top import SpillwayModel
 from models.usid_forwarder import UsidForwarderModel, UsidForwarderParams
 from testbenches import soak_traffic
-from testbenches.soak_traffic import AGEING
+from testbenches.soak_traffic import AGEING, EV_PHASE
 
 __all__ = ["Block", "BLOCKS", "ROOT", "block", "names", "variant"]
 
@@ -186,8 +186,10 @@ BLOCKS = {b.name: b for b in [
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="docs/blocks/mrc.md",
           stimulus="ev_requests"),
     Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
-          "MRC EV expander (EV -> SRv6 uSID DA by OCP field expansion)", doc="docs/blocks/mrc.md", stimulus="evs",
-          traffic=soak_traffic.ev_expander, reached={"expanded": 0, "bad_ev": 0}),
+          "MRC EV expander (OCP MRC 1.0 EV profiles: STEV, SRv6 DA + SRH)", doc="docs/blocks/mrc.md", stimulus="evs",
+          traffic=soak_traffic.ev_expander,
+          # a refused profile comes with the second profile, EV_PHASE requests after the first
+          reached={"expanded": 0, "bad_ev": 0, "configured": 0, "refused": EV_PHASE + 1}),
     Block("chunk_bitmap", ChunkBitmap, ChunkBitmapParams, ChunkBitmapModel,
           "SDR-RDMA chunk-bitmap tracker with generations", doc="docs/blocks/sdr.md", stimulus="sdr",
           traffic=soak_traffic.chunk_bitmap,

@@ -134,6 +134,18 @@ USIDS_PER_DA = 6
 EV_BITS = 32
 EV_SPORT_BITS = 16
 FLOW_LABEL_BITS = 20
+#: OCP MRC 1.0 ``mrc_ctl.h``: an EV value (``mrc_ctl_ev_t``) is ``MRC_CTL_EV_MAX_BYTES`` = 32 bytes, read
+#: as a bit string from bit 7 of byte 0; STEV uses its first 32 bits, SRv6 its first 16 bytes (the
+#: destination address) and the next 16 (the single SRH segment).
+EV_T_BITS = 8 * 32
+STEV_BITS = 32
+SRV6_BITS = 2 * 128
+#: ``enum mrc_ctl_ev_fmt_mode`` values.
+EV_FMT_MODE_STEV, EV_FMT_MODE_SRV6, EV_FMT_MODE_UDP = 1 << 0, 1 << 1, 1 << 2
+#: ``struct mrc_ctl_ev_field``: every member is a ``uint32_t``; a field is at most 32 bits wide.
+EV_FIELD_BITS = 32
+#: ``struct mrc_ctl_ev_fmt_field``: ``uint8_t width``.
+EV_FMT_WIDTH_BITS = 8
 #: DSCP values (the traffic class's upper six bits) of MRC traffic (*chosen*): data is AF41; a packet
 #: trimmed on a fabric hop is CS5 and one trimmed on a last-hop port is CS6, so the receiver can tell
 #: the two apart and the sender skips the EV only for a non-last-hop trim.

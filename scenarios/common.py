@@ -48,10 +48,11 @@ class figure:
 
 async def replay(dut, lockstep, records, name):
     """Drive the inputs ``records`` (one dict a cycle, the model's inputs: port name -> value as the model
-    took it, a payload dict or None) into ``dut`` after a reset, and compare every cycle through
-    ``lockstep`` (the Component's golden model, fresh): the RTL must make the decisions the scenario's
-    model loop made. Fails on the first difference, naming the cycle. Returns the simulation time (ns)
-    of each cycle's clock edge."""
+    took it, a payload dict or None; ``<port>__packet`` the whole packet of a first beat, for a model's
+    ``LOOKAHEAD``) into ``dut`` after a reset, and compare every cycle through ``lockstep`` (the
+    Component's golden model, fresh): the RTL must make the decisions the scenario's model loop made.
+    Fails on the first difference, naming the cycle. Returns the simulation time (ns) of each cycle's
+    clock edge."""
     from cocotb.triggers import RisingEdge
 
     from testbenches import tb
@@ -70,5 +71,5 @@ async def replay(dut, lockstep, records, name):
             handles[port].value = 0 if value is None else pack(layout, value)
         await edge
         times.append(tb.now())
-        lockstep.cycle(tb.PortValues(handles), where=f"{name}: cycle {cycle}")
+        lockstep.cycle(tb.PortValues(handles), lambda port: record[f"{port}__packet"], where=f"{name}: cycle {cycle}")
     return times

@@ -3,7 +3,7 @@
 Setting (*chosen*, after the paper's production fabric, scaled down): 2 planes x 4 spines x 8
 leaves; a sender on leaf 0 and a receiver on leaf 7. The packet's outer DA is the uSID path
 ``[leaf 0, spine (plane, s), leaf 7, host function + EV tag]``; the EV picks the spine and plane
-through the EV expander's field configuration ``FIELDS``. Leaf 0 (one per plane, the same uSID in
+through the EV expander's profile ``PROFILE``. Leaf 0 (one per plane, the same uSID in
 both planes) is the ``UsidForwarder``: it shifts its uSID off and looks the spine uSID up to one
 of 8 uplinks (``plane * 4 + spine``), with the uplink's data/priority queue depths as inputs, so
 it marks ECN on the ramp and trims on a full data queue. Each uplink sends one packet every
@@ -26,7 +26,7 @@ import heapq
 import random
 
 from models import wire
-from models.ev_expander import EvExpanderModel, EvExpanderParams
+from models.ev_expander import EvExpanderModel, EvExpanderParams, profile
 from models.ev_selector import GOOD, SKIP, EvSelectorModel, EvSelectorParams
 from models.headers import mrc_packet, usid_address
 from models.usid_forwarder import UsidForwarderModel, UsidForwarderParams
@@ -34,11 +34,15 @@ from models.usid_forwarder import UsidForwarderModel, UsidForwarderParams
 LOC, LEAF0, SPINE, LEAF7, HOST = 0xFC00_0000, 0x0A00, 0x0B00, 0x0C07, 0xD000
 PLANES, SPINES = 2, 4
 PATHS = PLANES * SPINES
-#: Expander fields: fixed locator, leaf 0 and leaf 7; 3 EV bits pick {plane, spine}; 8 EV bits tag.
-FIELDS = [(LOC, 0), (LEAF0, 0), (SPINE, 0x0007), (LEAF7, 0), (HOST, 0x00FF)]
+#: Expander profile (OCP SRv6: a 32-bit locator, four 16-bit uSIDs; fields (width, init_val, min_val,
+#: max_val, mask)): fixed locator, leaf 0 and leaf 7; 3 EV bits pick {plane, spine}; 8 EV bits tag.
+PROFILE = profile(wire.EV_FMT_MODE_SRV6, [32, 16, 16, 16, 16],
+                  [(32, LOC, 0, 0, 0), (16, LEAF0, 0, 0, 0), (16, SPINE, 0, 7, 0x0007), (16, LEAF7, 0, 0, 0),
+                   (16, HOST, 0, 0xFF, 0x00FF)])
 EV_SHIFT = 32 - 11
 SEL = EvSelectorParams(n_ev=16, planes=PLANES, backup_depth=4, probe_slots=8, min_active=4, probe_ok_n=3)
-EXP = EvExpanderParams(usids=4)
+#: The selector's 32-bit EVs; the expansion is the 128-bit DA.
+EXP = EvExpanderParams(ev_bits=wire.EV_BITS, exp_bits=128, max_fields=5)
 FWD = UsidForwarderParams(ports=PATHS, locator=LOC, my_usid=LEAF0, table_entries=PATHS, data_capacity=16,
                           prio_capacity=8, depth_bits=8, ecn_kmin=4, ecn_span_log2=3)
 SERVICE, LATENCY, ACK, RTO, PROBE_EVERY, PROBE_LATENCY = 3, 20, 10, 100, 64, 30
@@ -63,7 +67,8 @@ class ModelEngine:
 
     def __init__(self):
         self.sel, self.exp, self.fwd = EvSelectorModel(SEL), EvExpanderModel(EXP), UsidForwarderModel(FWD)
-        self.exp.configure(FIELDS)
+        self.exp.process("cfg", PROFILE)
+        assert self.exp.counters()["configured"] == 1, "the expander takes PROFILE"
         for k in range(PATHS):
             self.fwd.add_route(LOC << 16 | SPINE | k, k)
 
@@ -71,7 +76,7 @@ class ModelEngine:
         """One cycle: the selection for (want, event); the expansion of ``ev``; the forwarding of
         ``packet`` = (raw, port, data_depth, prio_depth). Answers: (selection, DA or None, verdict)."""
         sel = self.sel.tick(want, event)
-        da = self.exp.process(ev) if ev is not None else None
+        da = self.exp.process("i", {"ev": ev})["o"][0] if ev is not None else None
         out = self.fwd.forward(*packet) if packet is not None else None
         return sel, da, out
 
@@ -204,7 +209,7 @@ class Fabric:
             self.pending_exp.popleft()
             q, slot, ev, psn, _ = self.exp_in
             assert da["ok"], f"EV {ev:#x} refused by the expander"
-            raw = _packet(ev, da["da"], q + 1, psn)
+            raw = _packet(ev, da["exp_ev"], q + 1, psn)
             self.pending_fwd.append((q, slot, ev, psn, raw, now + 1))
         if self.fwd_in is not None:
             self.pending_fwd.popleft()

@@ -5,8 +5,8 @@ retransmission timeouts, a parameter server that sums the pieces it receives and
 rounds with the sum, link latencies) runs one multi-job trace under ATP, SwitchML and ESA, with the
 ``Aggregator`` RTL of that policy under Verilator as the switch: each packet the loop hands to the
 switch is driven into the RTL (one per cycle), the loop reacts to the RTL's outputs, and every
-output (bytes, ``meta.port``, cycle) and the slots' occupancy are checked against the golden model
-fed the same packets. Output: ``build/scenarios/esa.csv`` (per policy and job, plus means) and
+output is checked against the golden model by the lockstep (fed the packets the RTL took), the slots'
+occupancy every cycle too. Output: ``build/scenarios/esa.csv`` (per policy and job, plus means) and
 ``.png``.
 """
 import json
@@ -19,13 +19,12 @@ import pytest
 from cocotb.triggers import RisingEdge
 
 from hdl.aggregator import POLICIES, Aggregator, AggregatorParams
-from hdl.packet import beat_layout
 from models.aggregator import AggregatorModel
-from models.contract import Packet
 from models.headers import INA, Ether
 from models.packet import beats_of
 from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
+from testbenches.lockstep import Lockstep
 from tools.agg_measure import IN_PORT, SWEEP_JOBS, ClosedLoop, job_round, occupancy, simulate, sweep
 
 PARAMS = AggregatorParams(slots=4, workers=4, values=2, data_bytes=64)
@@ -57,23 +56,25 @@ async def esa(dut):
     params = tb.params()
     policy, width, slots = params.policy, params.data_bytes, params.slots
     loop = ClosedLoop(policy, tb.seed(), **config())
-    model = AggregatorModel(params)
-    board = tb.Scoreboard(f"aggregator[{policy}]")
-    layout = beat_layout(width)
+    lockstep = Lockstep(Aggregator(params), AggregatorModel(params))
+    model = lockstep.model
     if policy == "switchml":
         probes = [getattr(dut, f"count{k}_{t}") for k in range(slots) for t in range(2)]
         expect = lambda: [c for s in model.pool for c in s.count]                # noqa: E731
     else:
         probes = [getattr(dut, f"{name}{k}") for k in range(slots) for name in ("jobseq", "count")]
         expect = lambda: [v for s in model.state for v in (s.jobseq, s.count)]   # noqa: E731
+    layout = lockstep.ports.by_name["i"].layout
+    handles = {name: getattr(dut, name) for name in lockstep.ports.names()}
     tb.start_clock(dut)
     dut.i__valid.value = 0
     dut.o__ready.value = 1
     await tb.reset(dut, 3)
+    lockstep.reset()
     edge = RisingEdge(dut.clk)
     taken, sent, out = None, [], []
     collisions, preempted = Counter(), Counter()
-    while loop.busy() or board.expected:
+    while loop.busy() or any(lockstep.pending.values()):
         assert loop.cycle < MAX_CYCLES, f"{policy}: the trace has not finished in {MAX_CYCLES} cycles"
         raw = loop.arrivals()
         dut.i__valid.value = int(raw is not None)
@@ -82,28 +83,27 @@ async def esa(dut):
         await edge                      # values read now are those of the cycle that just ended
         if raw is not None:
             sent.append(tb.Frame(tb.now(), raw))
-        assert raw is None or dut.i__ready.value, f"{policy}: cycle {loop.cycle}: input not taken"
+        state = [int(v.value) for v in probes]
+        assert state == expect(), f"{policy}: cycle {loop.cycle}: slot state RTL {state}, model {expect()}"
+        busy = occupancy(model)         # the model before this cycle's packet, as the RTL's slots
+        values = tb.PortValues(handles)
+        lockstep.cycle(values, where=f"{policy}: cycle {loop.cycle}")      # every output as the model's
+        assert raw is None or values["i__ready"], f"{policy}: cycle {loop.cycle}: input not taken"
         outputs = []
-        if dut.o__valid.value:
-            beat = tb.unpack(layout, dut.o__payload.value.to_unsigned())
+        if values["o__valid"]:
+            beat = tb.unpack(lockstep.ports.by_name["o"].layout, values["o__payload"])
             assert beat["first"] and beat["last"], f"{policy}: cycle {loop.cycle}: output is not one beat"
             outputs.append((beat["data"].to_bytes(width, "little")[:beat["keep"].bit_length()], beat["meta"]))
         for item in outputs:
-            board.check(item)
             out.append(tb.Frame(tb.now(), item[0]))
             h = Ether(item[0])[INA]
             owner = job_round(h.jobseq)[0]  # evicted by another job's packet: preempted
             collisions[owner] += h.collision
             preempted[owner] += h.evict and not h.resend and job_round(Ether(taken)[INA].jobseq)[0] != owner
-        assert not board.expected, f"{policy}: cycle {loop.cycle}: the RTL did not emit what the model did"
-        state = [int(v.value) for v in probes]
-        assert state == expect(), f"{policy}: cycle {loop.cycle}: slot state RTL {state}, model {expect()}"
         loop.leave(outputs)
-        loop.tick(*occupancy(model))
-        for item in model.process("i", Packet(raw, {"port": IN_PORT}))["o"] if raw is not None else []:
-            board.expect(item)
+        loop.tick(*busy)
         taken = raw
-    board.check_done()
+    lockstep.done()
     counters = {name: int(getattr(dut, name).value) for name in model.counters()}
     assert counters == model.counters(), f"{policy}: counters RTL {counters}, model {model.counters()}"
     assert sum(collisions.values()) == counters["collision"]

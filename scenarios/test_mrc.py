@@ -33,10 +33,10 @@ from models.usid_forwarder import UsidForwarderParams
 from scenarios.common import OUT, figure, write_csv
 from scenarios.mrc_fabric import (
     EXP,
-    FIELDS,
     FWD,
     LOC,
     PATHS,
+    PROFILE,
     SEL,
     SERVICE,
     SPINE,
@@ -102,9 +102,13 @@ class RtlEngine(ModelEngine):
         for port in ("sel_o", "exp_o", "fwd_o"):
             getattr(dut, f"{port}__ready").value = 1
         await tb.reset(dut, 3)
-        writes = [("exp_cfg", config_layout(EXP), {"field": f, "init": i, "mask": k}) for f, (i, k) in
-                  enumerate(FIELDS)]
-        writes += [("fwd_cfg", route_layout(FWD), {"index": k, "valid": 1, "key": LOC << 16 | SPINE | k, "port": k})
+        dut.exp_cfg__valid.value = 1                       # the whole profile: held until taken
+        dut.exp_cfg__payload.value = tb.pack(config_layout(EXP), PROFILE)
+        await RisingEdge(dut.clk)
+        while not dut.exp_cfg__ready.value:
+            await RisingEdge(dut.clk)
+        dut.exp_cfg__valid.value = 0
+        writes = [("fwd_cfg", route_layout(FWD), {"index": k, "valid": 1, "key": LOC << 16 | SPINE | k, "port": k})
                    for k in range(PATHS)]
         for port, layout, value in writes:
             getattr(dut, f"{port}__valid").value = 1
@@ -136,7 +140,7 @@ class RtlEngine(ModelEngine):
         assert bool(dut.exp_o__valid.value) == (self.last_exp is not None), f"cycle {self.cycles}: expander valid"
         if self.last_exp is not None:
             value = dut.exp_o__payload.value.to_unsigned()
-            assert (bool(value & 1), value >> 1) == (self.last_exp["ok"], self.last_exp["da"] or 0), (
+            assert (bool(value & 1), value >> 1) == (self.last_exp["ok"], self.last_exp["exp_ev"]), (
                 f"cycle {self.cycles}: expander RTL {value:#x}, model {self.last_exp}")
         assert bool(dut.fwd_o__valid.value) == (self.last_fwd is not None), f"cycle {self.cycles}: forwarder valid"
         if self.last_fwd is not None:

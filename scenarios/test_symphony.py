@@ -37,13 +37,14 @@ import random
 import cocotb
 import pytest
 
-from hdl.packet import beat_layout
-from hdl.progress_regfile import OP_INSTALL, OP_JOB, ProgressRegfile, config_layout
+from hdl.progress_regfile import OP_INSTALL, OP_JOB, ProgressRegfile
+from models.contract import Packet
 from models.headers import RC_SEND_MIDDLE, roce_packet
 from models.packet import beats_of
 from models.progress_regfile import COUNTERS, ProgressRegfileModel
 from scenarios.common import OUT, figure, replay, write_csv
 from testbenches import runner, tb
+from testbenches.lockstep import Lockstep
 from tools.sym_measure import JOBS, PARAMS, SWEEP_BURSTS, SWEEP_DELTAS, Setting, simulate, sweep
 
 #: The counter-example (one ring on one shared link); its flows use job 0's QPs of ``tools.sym_measure``.
@@ -146,38 +147,25 @@ def bottleneck(throttle, seed):
     return stats, skew, io, model.counters()
 
 
-def cycles(io):
-    """``(command, packet in, packet out)`` per cycle -> ``replay``'s (inputs, expected)."""
-    layout = beat_layout(PARAMS.data_bytes)
-    cfg_layout = config_layout(PARAMS.jobs, PARAMS.ring, PARAMS.step_bits, PARAMS.age_bits)
-    packed = {}
-
-    def beat(raw):
-        if raw not in packed:
-            packed[raw] = tb.pack(layout, beats_of(raw, {"port": 0}, PARAMS.data_bytes)[0])
-        return packed[raw]
-
+def records(io):
+    """``(command, packet in, packet out)`` per cycle -> the progress file's inputs of each cycle, for
+    ``replay`` (the packet out is the lockstep's to compare)."""
     record = []
-    for cmd, raw, out in io:
-        inputs = {"cfg__valid": int(cmd is not None), "i__valid": int(raw is not None), "o__ready": 1}
-        expected = {"o__valid": int(out is not None)}
-        if cmd is not None:
-            inputs["cfg__payload"] = tb.pack(cfg_layout, cmd)
-            expected["cfg__ready"] = 1
-        if raw is not None:
-            inputs["i__payload"] = beat(raw)
-            expected["i__ready"] = 1
-        if out is not None:
-            expected["o__payload"] = beat(out)
-        record.append((inputs, expected))
+    for cmd, raw, _ in io:
+        beat = beats_of(raw, {"port": 0}, PARAMS.data_bytes)[0] if raw is not None else None
+        record.append({"cfg__valid": int(cmd is not None), "cfg__payload": cmd, "i__valid": int(raw is not None),
+                       "i__payload": beat, "i__packet": Packet(raw, {"port": 0}) if raw is not None else None,
+                       "o__ready": 1})
     return record
 
 
 async def on_rtl(dut, io, counters, name):
-    """Replay ``io`` on the RTL cycle by cycle, then compare its counters with the model's."""
-    await replay(dut, cycles(io), name)
+    """Replay ``io`` on the RTL cycle by cycle in lockstep with a fresh model, then compare its counters
+    with the run's."""
+    lockstep = Lockstep(ProgressRegfile(PARAMS), ProgressRegfileModel(PARAMS))
+    await replay(dut, lockstep, records(io), name)
     got = {c: int(getattr(dut, c).value) for c in COUNTERS}
-    assert got == counters, f"{name}: counters RTL {got}, model {counters}"
+    assert got == counters == lockstep.model.counters(), f"{name}: counters RTL {got}, model {counters}"
     cocotb.log.info("%s: %d cycles replayed on the RTL, counters %s", name, len(io), got)
 
 

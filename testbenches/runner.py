@@ -267,7 +267,9 @@ class Summary(dict):
 
 
 def _replay(seed_value):
-    """The command that replays the current pytest test with ``seed_value``."""
+    """The command that replays the current pytest test (a command's run: ``INNET_REPLAY``) with ``seed_value``."""
+    if os.environ.get("INNET_REPLAY"):
+        return f"INNET_SEED={seed_value} {os.environ['INNET_REPLAY']}"
     current = plain_nodeid(os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0])
     return f"INNET_SEED={seed_value} .venv/bin/python -m pytest '{current}'" if current else \
         f"INNET_SEED={seed_value} make test"

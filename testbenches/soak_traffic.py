@@ -18,13 +18,13 @@ import struct
 
 from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
-from models.ev_expander import field_widths
+from models.ev_expander import profile, refusal
 from models.headers import mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -257,59 +257,101 @@ def usid_forwarder(component, rng):
 
 # --- MRC EV expander --------------------------------------------------------------------------------
 
-def _fields(rng, params, kind):
-    """A configuration of the expander's fields: ``kind`` 0 random masks (some EV bits left unused),
-    1 every EV bit taken (explicit uSIDs, then the rest of the bits), 2 all fields fixed, 3 odd masks."""
-    budget, fields = params.ev_bits, []
-    for f, width in enumerate(field_widths(params.usids)):
-        if kind == 2:
-            mask = 0
-        elif kind == 1:
-            mask = (1 << width) - 1 if f else 0
-        elif kind == 3:
-            mask = rng.getrandbits(width) & rng.choice((0xF0F0F0F0, 0x8001, 0x5555))
-        else:
-            mask = rng.getrandbits(width) & rng.choice((0, -1, 0x000F, 0xFF00, (1 << width) - 1))
-        while bin(mask).count("1") > budget:
-            mask &= mask - 1
-        budget -= bin(mask).count("1")
-        fields.append((rng.getrandbits(width), mask))
-    if kind == 1 and budget:                           # take the rest on the locator
-        fields[0] = (fields[0][0], (1 << field_widths(params.usids)[0]) - (1 << (32 - budget)))
-    if kind == 0 and budget == 0:                       # keep some bits unused
-        f = max(f for f, (_, mask) in enumerate(fields) if mask)
-        fields[f] = (fields[f][0], fields[f][1] & (fields[f][1] - 1))
-    return fields
+def consumed(prof):
+    """EV bits a profile's masks take."""
+    return sum(bin(f["mask"]).count("1") for f in prof["fields"][:prof["field_count"]])
 
 
-#: Requests per expander configuration.
+def fit(prof, p):
+    """``prof`` cut to the expander's bounds where it can be: fields past ``max_fields`` dropped, masks
+    thinned to ``ev_bits`` EV bits (lowest bits first), max_val within the mask."""
+    fmts, fields = prof["fmt_fields"][:p.max_fields], [dict(f) for f in prof["fields"][:p.max_fields]]
+    budget = p.ev_bits
+    for f in fields:
+        while bin(f["mask"]).count("1") > budget:
+            f["mask"] &= f["mask"] - 1
+        f["max_val"] = min(f["max_val"], (1 << bin(f["mask"]).count("1")) - 1)
+        budget -= bin(f["mask"]).count("1")
+    return profile(prof["ev_fmt_mode"], fmts, fields)
+
+
+def random_profile(rng, p, mode=None, refuse=0.0):
+    """A random STEV or SRv6 (``mode``) profile within the expander's bounds: explicit, generated, fixed
+    and odd masks, fields narrower than, as wide as or (one in five) wider than their slots, format
+    fields without an EV field; with probability ``refuse`` refused: one of OCP's rules broken where it
+    can be (init_val or mask past the width, max_val past the mask, a format too wide), else the mode."""
+    mode = mode or rng.choice((wire.EV_FMT_MODE_STEV, wire.EV_FMT_MODE_SRV6))
+    total = min(wire.STEV_BITS if mode == wire.EV_FMT_MODE_STEV else wire.SRV6_BITS, p.exp_bits)
+    fmts = []
+    while len(fmts) < p.max_fields and rng.random() < 0.85:
+        w = rng.choice((4, 8, 16, 16, 32, rng.randrange(1, 40)))
+        if sum(fmts) + w > total:
+            break
+        fmts.append(w)
+    fields = []
+    for slot in fmts[:rng.randint(0, len(fmts))]:
+        width = min(p.field_bits, rng.choice((slot, slot, rng.randrange(0, slot + 1))))
+        mask = rng.getrandbits(width) & rng.choice((0, -1, -1, 0xF0F0F0F0, 0x000F, 0x8001))
+        k = bin(mask).count("1")
+        fields.append((width, rng.getrandbits(width), rng.getrandbits(32), rng.getrandbits(k) if k else
+                       rng.getrandbits(32), mask))
+    if len(fields) >= 2 and rng.random() < 0.2 and fields[0][0] < p.field_bits:     # wider than its slot
+        fields[0] = (fields[0][0] + 1,) + fields[0][1:]
+        fields[1] = (max(0, fields[1][0] - 1), 0, 0, 0, 0)
+    prof = fit(profile(mode, fmts, fields), p)
+    if rng.random() < refuse:
+        prof["fields"] = [dict(f) for f in prof["fields"]]
+        rule, n = rng.randrange(4), prof["field_count"]
+        if rule == 0:
+            prof["ev_fmt_mode"] = rng.choice((0, 3, wire.EV_FMT_MODE_UDP, 7))
+        elif rule == 1 and n and prof["fields"][0]["width"] < wire.EV_FIELD_BITS:
+            f = prof["fields"][0]
+            f[rng.choice(("init_val", "mask"))] |= 1 << rng.randrange(f["width"], wire.EV_FIELD_BITS)
+        elif rule == 2 and n and prof["fields"][0]["mask"]:
+            prof["fields"][0]["max_val"] = 1 << bin(prof["fields"][0]["mask"]).count("1")
+        elif prof["fmt_field_count"] < p.max_fields:
+            prof["fmt_fields"] = prof["fmt_fields"] + [min(total, 255)]
+            prof["fmt_field_count"] += 1
+        if refusal(prof, p) is None:
+            prof["ev_fmt_mode"] = wire.EV_FMT_MODE_UDP
+    return prof
+
+
+def random_ev(rng, bits, taken):
+    """Mostly valid EVs (the bits past the ``taken`` ones clear), some with the lowest or the highest
+    of them set, some any bits."""
+    ev, unused = rng.getrandbits(bits), bits - taken
+    r = rng.random()
+    if unused and r < 0.7:
+        ev &= ~((1 << unused) - 1)
+    elif unused and r < 0.85:
+        ev = (ev & ~((1 << unused) - 1)) | 1 << rng.choice((0, unused - 1))
+    return ev
+
+
+#: Requests per expander profile.
 EV_PHASE = 1000
 
 
 def ev_expander(component, rng):
-    """A new configuration (one ``cfg`` write per field) every ``EV_PHASE`` requests, the kinds of
-    ``_fields`` in turn (the first leaves EV bits unused); its requests: EVs with the unused bits
-    clear (expanded) and, by turns, the lowest or the highest unused bit set or any bits (``bad_ev``)."""
+    """A new whole profile every ``EV_PHASE`` requests, STEV and SRv6 in turn, every fourth one (from
+    the second) refused (``random_profile``: the one before stays); its requests: EVs with the
+    unused bits clear (expanded) and, by turns, the lowest or the highest unused bit set or any bits
+    (``bad_ev``)."""
     p = component.params
-    state = {"sent": 0, "unused": 0}
+    state = {"sent": 0, "taken": 0}
 
     def produce():
-        items = []
-        if True:
-            n = state["sent"]
-            state["sent"] += 1
-            if n % EV_PHASE == 0:
-                fields = _fields(rng, p, n // EV_PHASE % 4)
-                items += [{"cmd": {"field": f, "init": init, "mask": mask}} for f, (init, mask) in enumerate(fields)]
-                state["unused"] = p.ev_bits - sum(bin(m).count("1") for _, m in fields)
-            unused = state["unused"]
-            ev = rng.getrandbits(p.ev_bits)
-            clear = ev & ~((1 << unused) - 1)
-            pick = n % 8
-            ev = (clear if pick < 5 else clear | 1 if pick == 5 and unused
-                  else clear | 1 << (unused - 1) if pick == 6 and unused else ev)
-            items.append({"ev": ev})
-        return items
+        items, n = [], state["sent"]
+        state["sent"] += 1
+        if n % EV_PHASE == 0:
+            k = n // EV_PHASE
+            prof = random_profile(rng, p, mode=(wire.EV_FMT_MODE_STEV, wire.EV_FMT_MODE_SRV6)[k % 2],
+                                  refuse=float(k % 4 == 1))
+            items.append({"cmd": prof})
+            if refusal(prof, p) is None:
+                state["taken"] = consumed(prof)
+        return items + [{"ev": random_ev(rng, p.ev_bits, state["taken"])}]
     return _exact(produce)
 
 

@@ -84,31 +84,36 @@ async def planted_differences(dut):
 @cocotb.test()
 async def commands(dut):
     """A block's command stream from the command memory (the soak's EV-expander wrapper): a run with a
-    configuration written before the requests and another between them passes; a changed command, one
-    sent a beat later than the model applies it, and one the RTL never gets each fail the run."""
-    from models.ev_expander import EvExpanderParams
+    profile written before the requests and another between them passes; a changed command, one sent a
+    beat later than the model applies it, and one the RTL never gets each fail the run."""
+    from models import wire
+    from models.ev_expander import EvExpanderParams, profile
     component = checked.checked_of(**tb.params()).block
     params = EvExpanderParams(**tb.params()["params"])
-    fields = [(0xFC00_0000, 0), (0, 0xFFFF), (0x1200, 0x00FF), (0, 0)]      # 24 EV bits taken, 8 unused
-    items = [{"cmd": {"field": f, "init": init, "mask": mask}} for f, (init, mask) in enumerate(fields)]
-    items += [{"ev": ev << 8} for ev in range(1, 9)] + [{"ev": 1}]        # expanded x 8, bad_ev
-    items += [{"cmd": {"field": 2, "init": 0, "mask": 0xFFFF}}]           # 32 bits taken: nothing unused
-    items += [{"ev": 0x1234_5677 + ev} for ev in range(4)]
+    bits = params.ev_bits
+    fields = [(32, 0xFC00_0000, 0, 0, 0), (16, 0, 0, 0, 0xFFFF), (16, 0x1200, 0, 0, 0x00FF), (16, 0, 0, 0, 0)]
+    first = profile(wire.EV_FMT_MODE_SRV6, [32, 16, 16, 16], fields)          # 24 EV bits taken
+    second = profile(wire.EV_FMT_MODE_SRV6, [32, 16, 16, 16], fields[:2] + [(16, 0, 0, 0, 0xFFFF)] + fields[3:])
+    items = [{"cmd": first}] + [{"ev": ev << (bits - 24)} for ev in range(1, 9)] + [{"ev": 1}]  # expanded x 8, bad_ev
+    items += [{"cmd": second}] + [{"ev": (0x1234_5677 + ev) << (bits - 32)} for ev in range(4)]  # 32 bits taken
     layout = component.signature.members["i"].signature.members["payload"].shape
+    cfg = component.signature.members["cfg"].signature.members["payload"].shape
     words = [tb.pack(layout, b) for b in items if "cmd" not in b]
 
     def expected():
         return checked.expect("ev_expander", component, params, items)
     clean = expected()
-    assert clean.counters == {"expanded": 12, "bad_ev": 1}, clean.counters
-    assert [after for after, _ in clean.commands] == [0, 0, 0, 0, 9], clean.commands
+    assert clean.counters == {"expanded": 12, "bad_ev": 1, "configured": 2, "refused": 0}, clean.counters
+    assert [after for after, _ in clean.commands] == [0, 9], clean.commands
     await checked.check(dut, component, words, clean)
 
     planted = expected()
-    planted.commands[1] = (0, planted.commands[1][1] ^ (1 << 40))         # a bit of field 1's mask differs
+    changed = dict(first, fields=[dict(f) for f in first["fields"]])
+    changed["fields"][1]["mask"] = 0xFFFE                                   # a bit of field 1's mask differs
+    planted.commands[0] = (0, tb.pack(cfg, changed))
     await fails(dut, component, words, planted, "o beat 0 differs")
     planted = expected()
-    planted.commands[4] = (10, planted.commands[4][1])                    # one request later than the model
+    planted.commands[1] = (10, planted.commands[1][1])                    # one request later than the model
     await fails(dut, component, words, planted, "o beat 9 differs")
     planted = expected()
     planted.commands.pop()                                                # never sent

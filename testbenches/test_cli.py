@@ -166,6 +166,15 @@ def test_report_unknown_block():
 
 
 @pytest.mark.parametrize("args, says", [
+    (["/nonexistent"], "git exited with status 128"),
+    ([str(ROOT / ".git"), "--commit", "0" * 40], "git exited with status 128"),
+    ([], "the following arguments are required: git_dir"),
+])
+def test_ocp_vectors_bad_input(args, says):
+    assert says in fails("ocp_vectors", *args)
+
+
+@pytest.mark.parametrize("args, says", [
     (["--burst-p", "2"], "Setting.burst_p, burst_load must be in 0..1"),
     (["--age-out", "20"], "Setting.age_out must be in 0..14, got 20"),
     (["--steps", "0"], "Setting.steps must be >= 1, got 0"),
@@ -311,9 +320,9 @@ def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
     item before what it wraps: crosses once read the previous call's point hits)."""
     import json
 
-    from testbenches import tb
-    monkeypatch.setattr(tb, "run_dir", lambda: tmp_path)
-    cover = tb.Coverage("selftest_cross")
+    from testbenches import functional
+    monkeypatch.setattr(functional, "run_dir", lambda: tmp_path)
+    cover = functional.Coverage("selftest_cross")
     cover.point("a", ("x", "y"))
     cover.point("b", (1, 2))
     cover.cross("axb", "a", "b", unreachable={("y", 1): "never"})

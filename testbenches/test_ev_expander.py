@@ -1,388 +1,338 @@
-"""MRC EV expander: golden model against the OCP field-expansion cases and the pdep oracle; the RTL
-under Verilator against the model (and the oracle) for every request.
+"""MRC EV expander: the golden model and the RTL (cocotb under Verilator) against OCP MRC 1.0's own
+example program (``testbenches/data/ocp_ev_expansion.json``: its ten profiles and 80 expansions, recorded
+by ``tools/ocp_vectors.py``), against the PDEP-style oracle on random EVs per profile, and against OCP's
+refusal rules (``check_profs``, ``verify_unused_bits_zero``).
 """
+import collections
 import itertools
-import os
+import json
 import random
-import socket
+from pathlib import Path
 
 import cocotb
-import pytest
-from amaranth.lib import data
 from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.utils import get_sim_time
 
-from hdl.ev_expander import EvExpander, config_layout
-from models.ev_expander import COUNTERS, EvExpanderModel, EvExpanderParams, contract, expand, field_widths, pdep, pext
-from models.headers import usid_address, usid_parts
+from hdl.ev_expander import EvExpander, config_cycles
+from models import wire
+from models.ev_expander import (
+    EvExpanderModel,
+    EvExpanderParams,
+    bytes_of,
+    ev_of_bytes,
+    expand,
+    profile,
+    refusal,
+)
 from testbenches import runner, tb
+from testbenches.soak_traffic import consumed, fit, random_ev, random_profile
 
+OCP = json.loads((Path(__file__).parent / "data" / "ocp_ev_expansion.json").read_text())
+MODES = {"STEV": wire.EV_FMT_MODE_STEV, "SRv6": wire.EV_FMT_MODE_SRV6}
+STEV, SRV6 = wire.EV_FMT_MODE_STEV, wire.EV_FMT_MODE_SRV6
 LOC = 0xFC00_0001
 
 
-@pytest.fixture
-def rng():
-    return runner.model_rng(os.environ.get("PYTEST_CURRENT_TEST", "ev_expander"))
+def ocp_profiles():
+    """(name, profile payload, [(ev_t bytes, expanded ev_t bytes, field values)]) of OCP's example."""
+    return [(p["name"], profile(MODES[p["fmt_type"]], p["fmt_widths"], p["fields"]),
+             [(bytes.fromhex(c["ev"]), bytes.fromhex(c["exp_ev"]), c["field_values"]) for c in p["cases"]])
+            for p in OCP["profiles"]]
 
 
-def model(usids, fields, **kw):
-    m = EvExpanderModel(EvExpanderParams(usids=usids, **kw))
-    m.configure(fields)
+def fld(width, init=0, mask=0, lo=0, hi=0):
+    return (width, init, lo, hi, mask)
+
+
+#: Parameters that hold every profile of OCP's example (the model tests' default).
+OCP_SIZE = {"ev_bits": 128, "exp_bits": 256, "max_fields": 16}
+
+
+def model(prof=None, **kw):
+    m = EvExpanderModel(EvExpanderParams(**{**OCP_SIZE, **kw}))
+    if prof is not None:
+        m.process("cfg", prof)
     return m
 
 
-def test_oracles_pdep_pext():
-    assert pdep(0b101, 0xA001) == 0x8001
-    assert pdep(0xFFFF, 0xFFFF) == 0xFFFF and pdep(0x1234, 0) == 0
-    for mask, bits in ((0xA5A5, 0x55), (0x0F0F, 0xAB), (0x8001, 0b10)):
-        assert pext(pdep(bits, mask), mask) == bits
-    # expand/contract agree with each other and with a hand-computed DA.
-    fields = [(LOC, 0), (0x0F00, 0xA001), (0, 0xFFFF)]
-    ev = 0b101 << 29 | 0x1234 << 13
-    da = expand(ev, fields)
-    assert usid_parts(da) == (LOC, [0x8F01, 0x1234, 0, 0, 0, 0])
-    assert contract(da, fields) == ev
-    assert expand(ev | 1, fields) is None
+def oracle(ev, prof, bits, out_bits):
+    """The expected answer by the PDEP oracle: ``ok`` when it expands ``ev``; ``exp_ev`` the expansion of
+    the consumed bits (the EV with the bits past them cleared)."""
+    want = expand(ev, prof, bits, out_bits)
+    used = ev & ~((1 << (bits - consumed(prof))) - 1)
+    return {"ok": want is not None, "exp_ev": expand(used, prof, bits, out_bits)}
 
 
-def test_explicit_fields_copy_the_ev():
-    """Explicit: a fixed locator and two full-mask uSIDs carry EV[31:16] and EV[15:0] verbatim."""
-    m = model(2, [(LOC, 0), (0, 0xFFFF), (0, 0xFFFF)])
-    out = m.process(0xBEEF_1234)
-    assert out["ok"] and usid_parts(out["da"]) == (LOC, [0xBEEF, 0x1234, 0, 0, 0, 0])
-    address = socket.inet_pton(socket.AF_INET6, usid_address(LOC, [0xBEEF, 0x1234]))
-    assert out["da"] == int.from_bytes(address, "big")
+# --- the model against OCP's program and the oracle ------------------------------------------------------
 
 
-def test_generated_fields_overwrite_init_under_the_mask():
-    """Generated: the low bits of each uSID come from the EV, the rest from the init value."""
-    m = model(3, [(LOC, 0), (0x0100, 0x000F), (0x0200, 0x0007), (0xE000, 0)])
-    ev = 0b1011 << 28 | 0b110 << 25
-    out = m.process(ev)
-    assert usid_parts(out["da"]) == (LOC, [0x010B, 0x0206, 0xE000, 0, 0, 0])
-    # init bits under the mask are overwritten, not ORed.
-    m.configure([(LOC, 0), (0x010F, 0x000F), (0x0207, 0x0007), (0xE000, 0)])
-    assert usid_parts(m.process(0)["da"]) == (LOC, [0x0100, 0x0200, 0xE000, 0, 0, 0])
-
-
-def test_fixed_fields_and_unused_ev_bits():
-    """Fixed: zero masks everywhere; only EV 0 is valid, any other EV is refused (bad_ev, no DA)."""
-    m = model(2, [(LOC, 0), (0x0101, 0), (0xFFFE, 0)])
-    assert m.process(0) == {"ok": True, "da": expand(0, m.fields)}
-    assert usid_parts(m.process(0)["da"]) == (LOC, [0x0101, 0xFFFE, 0, 0, 0, 0])
-    assert m.process(1) == {"ok": False, "da": None}
-    assert m.process(1 << 31)["ok"] is False
-    assert m.counters == {"expanded": 2, "bad_ev": 2}
-
-
-def test_odd_masks_msb_first():
-    """Odd masks: non-contiguous; the first EV bit taken lands on the mask's most significant set bit."""
-    m = model(2, [(LOC, 0x0000_0101), (0x5A5A, 0xA5A5), (0, 0x8001)])
-    # EV bits in order: locator takes 2 (bits 8, 0), u0 takes 8, u1 takes 2; 12 used, 20 unused.
-    ev = 0b10 << 30 | 0b1100_0011 << 22 | 0b01 << 20
-    out = m.process(ev)
-    assert out["ok"]
-    loc, us = usid_parts(out["da"])
-    assert loc == (LOC & ~0x101) | 0x100
-    assert us[0] == 0x5A5A | 0xA005 == 0xFA5F         # mask bits 15,13,10,8,7,5,2,0 <- 1,1,0,0,0,0,1,1
-    assert us[0] == pdep(0b1100_0011, 0xA5A5) | (0x5A5A & ~0xA5A5)
-    assert us[1] == 0x0001
-    assert m.process(ev | 1 << 19)["ok"] is False
-
-
-def test_several_usids_use_the_ev_in_order():
-    """Six uSIDs, five EV bits each (30 bits): fields consume the EV MSB-first, in DA order."""
-    m = model(6, [(LOC, 0)] + [(0x1000 * (i + 1), 0x001F) for i in range(6)])
-    ev = 0
-    for i, v in enumerate((1, 2, 3, 29, 30, 31)):
-        ev |= v << (27 - 5 * i)
-    out = m.process(ev)
-    assert usid_parts(out["da"]) == (LOC, [0x1001, 0x2002, 0x3003, 0x401D, 0x501E, 0x601F])
-    assert m.process(ev | 0b01)["ok"] is False and m.process(ev | 0b10)["ok"] is False
-
-
-def test_fewer_usids_leave_the_end_of_carrier_zero():
-    m = model(1, [(LOC, 0xFF), (0xABCD, 0)])
-    out = m.process(0x5A << 24)
-    assert usid_parts(out["da"]) == ((LOC & ~0xFF) | 0x5A, [0xABCD, 0, 0, 0, 0, 0])
-
-
-def test_random_expansion_matches_oracle_and_round_trips(rng):
-    for _ in range(300):
-        usids = rng.randint(1, 6)
-        budget = 32
-        fields = []
-        for width in field_widths(usids):
-            mask = rng.getrandbits(width) & rng.choice((0, -1, 0xF0F0F0F0, 0x000F, (1 << width) - 1))
-            while bin(mask).count("1") > budget:
-                mask &= mask - 1
-            budget -= bin(mask).count("1")
-            fields.append((rng.getrandbits(width), mask))
-        m = model(usids, fields)
-        total = 32 - budget
-        for _ in range(8):
-            ev = rng.getrandbits(32)
-            if rng.random() < 0.7 and total < 32:
-                ev &= ~((1 << (32 - total)) - 1) & 0xFFFFFFFF
-            out = m.process(ev)
-            want = expand(ev, fields)
-            assert out == {"ok": want is not None, "da": want}
-            if want is not None:
-                assert contract(want, fields) == ev
-                loc, us = usid_parts(usid_address(*usid_parts(want)))     # the DA survives scapy
-                assert (loc, us) == usid_parts(want)
-        assert sum(m.counters.values()) == 8
-
-
-def test_configuration_errors_and_reset():
-    m = EvExpanderModel(EvExpanderParams(usids=2))
-    with pytest.raises(ValueError, match="expected 3"):
-        m.configure([(0, 0)])
-    with pytest.raises(ValueError, match=r"fields\[1\].mask"):
-        m.configure([(0, 0), (0, 1 << 16), (0, 0)])
-    with pytest.raises(ValueError, match=r"fields\[0\].init"):
-        m.configure([(-1, 0), (0, 0), (0, 0)])
-    with pytest.raises(ValueError, match="33 EV bits"):
-        m.configure([(0, 1), (0, 0xFFFF), (0, 0xFFFF)])
-    with pytest.raises(ValueError, match="ev = "):
-        m.process(1 << 32)
-    m.configure([(LOC, 0), (0, 0xFFFF), (0, 0xFFFF)])
-    m.process(5)
-    m.reset()
-    assert m.fields == [(0, 0)] * 3 and m.counters == dict.fromkeys(COUNTERS, 0)
-    assert m.process(0) == {"ok": True, "da": 0} and m.process(1)["ok"] is False
-
-
-def test_ev_bits_parameter_narrows_the_ev():
-    m = model(1, [(0, 0), (0, 0x00FF)], ev_bits=8)
-    assert usid_parts(m.process(0xA5)["da"])[1][0] == 0xA5
-    with pytest.raises(ValueError, match="ev_bits = 8"):
-        m.configure([(0, 0x1), (0, 0x00FF)])
-
-
-def test_counters_saturate():
-    m = model(1, [(0, 0), (0, 0)], counter_bits=2)
-    for _ in range(5):
-        m.process(0)
-        m.process(1)
-    assert m.counters == {"expanded": 3, "bad_ev": 3}
-
-
-@pytest.mark.parametrize("field, value, error", [
-    ("usids", 0, ValueError), ("usids", 7, ValueError), ("ev_bits", 33, ValueError),
-    ("counter_bits", 0, ValueError), ("usids", "2", TypeError), ("ev_bits", True, TypeError)])
-def test_bad_parameters_name_the_field(field, value, error):
-    with pytest.raises(error, match=f"EvExpanderParams.{field}"):
-        EvExpanderParams(**{field: value})
+def ocp_verdicts():
+    """(profile, OCP accepts it, [(ev_t bytes, expanded ev_t bytes or None: refused)]) of the recorded
+    edge cases (``tools/ocp_vectors.py`` ``CHECKS``)."""
+    return [(profile(SRV6, c["fmt_widths"], c["fields"]), c["accepted"],
+             [(bytes.fromhex(e["ev"]), e["exp_ev"] and bytes.fromhex(e["exp_ev"])) for e in c["cases"]])
+            for c in OCP["check_profs"]]
 
 
 # --- RTL under Verilator ------------------------------------------------------------------------------
 
-PATIENCE = 200
-
-
 def mask_shape(mask, width):
-    """A field's mask: fixed, full width, one bit, one run of bits (at the LSB or higher), or sparse."""
+    """A field's mask: fixed, full width, one bit, one run of bits, or sparse."""
     if not mask:
         return "zero"
     if mask == (1 << width) - 1:
         return "full"
     if mask & (mask - 1) == 0:
-        return "msb" if mask >> (width - 1) else "lsb" if mask == 1 else "single"
+        return "single"
     low = mask & -mask
-    if (mask + low) & mask == 0:            # one run of set bits
-        return "run_lsb" if low == 1 else "run_msb" if mask >> (width - 1) else "run"
-    return "sparse"
+    return "run" if (mask + low) & mask == 0 else "sparse"
 
 
 def coverage():
-    """The expander's functional coverage: per field its mask shape (locator and uSIDs), per request
-    the outcome against how many EV bits the fields take and where an unused bit is set (SPEC 5)."""
+    """The expander's functional coverage: per profile its mode and verdict (the refusal's rule), per field
+    its mask shape and its width against its slot's, per request the outcome (SPEC 5)."""
     cover = tb.Coverage("ev_expander")
-    cover.point("field", ("locator", "usid"))
-    cover.point("mask", ("zero", "full", "lsb", "msb", "single", "run_lsb", "run_msb", "run", "sparse"))
-    cover.point("fields_taking", ("none", "one", "several", "all"))     # fields whose mask takes EV bits
-    cover.point("taken", ("0", "partial", "=ev_bits"))                  # EV bits the masks take
-    cover.point("outcome", COUNTERS)
-    cover.point("unused_set", ("lowest", "highest", "other"))           # the unused EV bits set in a bad EV
-    cover.point("ev", ("zero", "ones", "other"))
-    cover.cross("field_x_mask", "field", "mask")
+    cover.point("mode", ("STEV", "SRv6", "other"))
+    cover.point("verdict", ("configured", "check_profs", "ev_fmt_mode", "ev_t", "E2BIG", "ev_max_width"))
+    cover.point("mask", ("zero", "full", "single", "run", "sparse"))
+    cover.point("slot", ("narrower", "equal", "wider"))                 # the format slot against its field
+    cover.point("outcome", ("expanded", "bad_ev"))
+    cover.point("taken", ("0", "partial", "=ev_bits"))
+    cover.cross("mode_x_verdict", "mode", "verdict", unreachable={
+        ("other", "configured"): "a mode other than STEV and SRv6 is refused",
+        ("STEV", "ev_fmt_mode"): "STEV is a known mode", ("SRv6", "ev_fmt_mode"): "SRv6 is a known mode"})
     cover.cross("outcome_x_taken", "outcome", "taken", unreachable={
         ("bad_ev", "=ev_bits"): "every EV bit is taken: no unused bit can be set"})
     return cover
 
 
+def verdict(reason):
+    if reason is None:
+        return "configured"
+    return next(k for k in ("check_profs", "ev_fmt_mode", "ev_t", "E2BIG", "ev_max_width") if reason.startswith(k))
+
+
+class Observed(EvExpanderModel):
+    """The golden model the lockstep runs, with the testbench's own checks around each transfer it takes
+    (in the order the RTL takes them; never both ports in one cycle): coverage of every profile and
+    request, each answer against the oracle and, for a recorded case of OCP's program, against OCP's
+    expansion."""
+
+    def __init__(self, params, t):
+        self.t = t
+        super().__init__(params)
+
+    def reset(self):
+        super().reset()
+        self.prof = profile(STEV, [], [])
+        self.last = (None, None)        # the port and simulation time of the last transfer taken
+
+    def _once_a_cycle(self, port):
+        now = get_sim_time("ns")
+        assert self.last[1] != now, f"a {port} transfer in the cycle of a {self.last[0]} transfer"
+        self.last = (port, now)
+
+    def process(self, port, item):
+        self._once_a_cycle(port)
+        made = super().process(port, item)
+        t = self.t
+        if port == "cfg":
+            reason = refusal(item, self.params)
+            mode = {STEV: "STEV", SRV6: "SRv6"}.get(item["ev_fmt_mode"], "other")
+            t.cover.sample(mode=mode, verdict=verdict(reason))
+            if reason is None:
+                self.prof = item
+                for width, f in zip(item["fmt_fields"], item["fields"][:item["field_count"]]):
+                    t.cover.sample(mask=mask_shape(f["mask"], f["width"]), slot="narrower" if width < f["width"]
+                                   else "equal" if width == f["width"] else "wider")
+            t.profiles += 1
+            return made
+        out = made["o"][0]
+        bits, taken = self.params.ev_bits, consumed(self.prof)
+        t.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
+                       taken="0" if not taken else "=ev_bits" if taken == bits else "partial")
+        assert out == oracle(item["ev"], self.prof, bits, self.params.exp_bits), "model and oracle differ"
+        if t.recorded:                       # a case of OCP's program: its expansion, or None: refused
+            want = t.recorded.popleft()
+            assert out["ok"] == (want is not None) and want in (None, out["exp_ev"]), "model and OCP differ"
+        t.sent += 1
+        return made
+
+
 class TB(tb.BlockTB):
-    """DUT + model; every EV goes to both, every answer is compared in order (and with ``expand``)."""
+    """DUT + model in lockstep (``Observed``: the model with the testbench's own checks); every answer
+    is compared in order by the lockstep."""
 
     name = "ev_expander"
 
     def __init__(self, dut, rng, idle=0.0, backpressure=0.0):
-        super().__init__(dut)
-        p = self.params
+        self.cover = coverage()
+        self.recorded = collections.deque()
+        self.sent = self.received = self.profiles = 0
+        super().__init__(dut, model=Observed(tb.params(), self))
         self.rng = rng
-        self.source = tb.StreamSource(dut, "i", data.StructLayout({"ev": p.ev_bits}))
-        self.sink = tb.StreamSink(dut, "o", data.StructLayout({"ok": 1, "da": 128}))
-        self.cfg = tb.StreamSource(dut, "cfg", config_layout(p))
+        self.source = self.stream_source("i")
+        self.cfg = self.stream_source("cfg")
+        self.sink = self.stream_sink("o")
         self.source.set_pause_generator(rng.random() < idle for _ in itertools.count())
         self.sink.set_pause_generator(rng.random() < backpressure for _ in itertools.count())
-        self.cover = coverage()
-        self.restart()
         cocotb.start_soon(self._consume())
 
-    def restart(self):
-        self.model = EvExpanderModel(self.params)
-        self.board = tb.Scoreboard("ev_expander")
-        self.sent = self.received = 0
+    @property
+    def prof(self):
+        return self.model.prof
 
-    async def configure(self, fields):
-        """Between requests: the model's registers and the RTL's, one ``cfg`` write per field."""
-        await self.drain()
-        self.model.configure(fields)
-        for f, ((_, mask), width) in enumerate(zip(fields, field_widths(self.params.usids))):
-            self.cover.sample(field="usid" if f else "locator", mask=mask_shape(mask, width))
-        taking = sum(bool(mask) for _, mask in fields)
-        self.cover.sample(fields_taking="none" if not taking else "one" if taking == 1 else
-                          "all" if taking == len(fields) else "several")
-        for f, (init, mask) in enumerate(fields):
-            self.cfg.send_nowait({"field": f, "init": init, "mask": mask})
-        await self.cfg.wait_idle()
-        await RisingEdge(self.dut.clk)
-
-    def fields(self, usids):
-        """``usids`` uSID configurations fitted to this block: cut or padded with fixed zero fields."""
-        return (usids + [(0, 0)] * self.params.usids)[:self.params.usids]
+    async def reset(self, cycles=3):
+        await super().reset(cycles)
+        self.sent = self.received = self.profiles = 0
 
     def send(self, ev):
-        out = self.model.process(ev)
-        bits = self.params.ev_bits
-        taken = sum(bin(mask).count("1") for _, mask in self.model.fields)
-        unused = ev & ((1 << (bits - taken)) - 1)
-        self.cover.sample(outcome="expanded" if out["ok"] else "bad_ev",
-                          taken="0" if not taken else "=ev_bits" if taken == bits else "partial",
-                          ev="zero" if not ev else "ones" if ev == (1 << bits) - 1 else "other",
-                          unused_set=None if not unused else "lowest" if unused == 1 else
-                          "highest" if unused == 1 << (bits - taken - 1) else "other")
-        if self.params.ev_bits == 32:
-            assert out["da"] == expand(ev, self.model.fields)
-        self.board.expect((out["ok"], out["da"] or 0))
         self.source.send_nowait({"ev": ev})
-        self.sent += 1
+
+    def configure(self, prof):
+        """Offer a profile (requests queued meanwhile go on under the old one)."""
+        self.cfg.send_nowait(prof)
+
+    async def configured(self):
+        await self.cfg.wait_idle()
+
+    def evs(self, n):
+        """``n`` random requests for the profile in force once the queued profiles are taken."""
+        taken = consumed(self.cfg.queue[-1] if self.cfg.queue and refusal(self.cfg.queue[-1], self.params) is None
+                         else self.prof)
+        for _ in range(n):
+            self.send(random_ev(self.rng, self.params.ev_bits, taken))
 
     async def _consume(self):
         while True:
-            got = await self.sink.recv()
+            await self.sink.recv()
             if not self.muted:
-                self.board.check((bool(got["ok"]), got["da"]))
                 self.received += 1
 
     async def drain(self):
         waited, seen = 0, self.received
-        while self.source.queue or self.received < self.sent:
+        while self.source.queue or self.cfg.queue or self.received < self.sent:
             await RisingEdge(self.dut.clk)
-            waited = 0 if self.received != seen else waited + 1
+            waited = 0 if self.received != seen or self.cfg.queue else waited + 1
             seen = self.received
-            assert waited < PATIENCE, f"no progress: {self.sent - self.received} answers missing"
+            assert waited < 200, f"no progress: {self.sent - self.received} answers missing"
 
     async def finish(self):
         await self.drain()
         await ReadOnly()
-        self.board.check_done()
-        c = self.check_counters(self.model.counters)
+        self.check_done()
+        c = self.check_counters()
         if self.sent < 1 << self.params.counter_bits:
-            self.conserved("requests", self.sent, **c)
+            self.conserved("requests", self.sent, expanded=c["expanded"], bad_ev=c["bad_ev"])
+            self.conserved("profiles", self.profiles, configured=c["configured"], refused=c["refused"])
         self.cover.write()
         return c
 
 
-def random_fields(rng, p):
-    """A random configuration taking at most ev_bits EV bits (explicit, generated, fixed, odd masks)."""
-    budget, fields = p.ev_bits, []
-    for width in field_widths(p.usids):
-        mask = rng.getrandbits(width) & rng.choice((0, -1, 0xF0F0F0F0, 0x000F, (1 << width) - 1, 0x8001))
-        while bin(mask).count("1") > budget:
-            mask &= mask - 1
-        budget -= bin(mask).count("1")
-        fields.append((rng.getrandbits(width), mask))
-    return fields
-
-
-def random_ev(rng, m):
-    """Mostly valid EVs (unused bits clear), some with unused bits set, at the boundary too."""
-    bits = m.params.ev_bits
-    total = sum(bin(mask).count("1") for _, mask in m.fields)
-    ev = rng.getrandbits(bits)
-    unused = bits - total
-    r = rng.random()
-    if unused and r < 0.7:
-        ev &= ~((1 << unused) - 1)
-    elif unused and r < 0.85:
-        ev = (ev & ~((1 << unused) - 1)) | 1 << rng.choice((0, unused - 1))
-    return ev
-
-
 @cocotb.test()
-async def ocp_cases(dut):
-    """The OCP field-expansion cases: explicit, generated (init under the mask overwritten), fixed,
-    odd masks MSB-first, several uSIDs consuming the EV in order, fewer uSIDs; unused bits at the
-    boundary (the highest and the lowest unused bit)."""
+async def ocp_example(dut):
+    """OCP's ten profiles through ``cfg``: each one the block holds expands every case of OCP's program to
+    the program's expansion (and random EVs per profile, valid and with an unused bit set, to the model's
+    and the oracle's); one past the block's bounds is refused and the profile before stays. Then OCP's
+    verdicts on the edge cases: the EVs of each profile OCP and the block take, refused or expanded as
+    OCP does."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, backpressure=0.3)
     p = t.params
     await t.reset()
-    full, bits = (1 << 16) - 1, p.ev_bits
-    cases = [
-        [(LOC, 0)] + t.fields([(0, full), (0, full)]),                               # explicit
-        [(LOC, 0)] + t.fields([(0x0100, 0x000F), (0x0207, 0x0007), (0xE000, 0)]),      # generated
-        [(LOC, 0)] + t.fields([(0x0101, 0), (0xFFFE, 0)]),                             # fixed
-        [(LOC, 0x0000_0101)] + t.fields([(0x5A5A, 0xA5A5), (0, 0x8001)]),               # odd masks
-        [(LOC, 0)] + t.fields([(0x1000 * (i + 1), 0x001F) for i in range(6)]),          # several uSIDs
-        [(LOC, 0xFF)] + t.fields([(0xABCD, 0)]),                                       # fewer uSIDs
-        [(LOC, 1 << 31)] + t.fields([(0x1234, 0x8000), (0, 1)]),                      # single bits, MSB/LSB
-        [(0, (1 << 32) - 1)] + t.fields([]),                                           # the whole locator
-        [(0, 0)] * (1 + p.usids),                                                      # reset state
-    ]
-    for fields in cases:
-        taken = 0
-        for k, (init, mask) in enumerate(fields):             # within ev_bits: drop the lowest mask bits
-            while taken + bin(mask).count("1") > bits:
-                mask &= mask - 1
-            fields[k] = (init, mask)
-            taken += bin(mask).count("1")
-        await t.configure(fields)
-        unused = bits - taken
-        evs = [0, (1 << bits) - 1 & ~((1 << unused) - 1), rng.getrandbits(bits) & ~((1 << unused) - 1)]
-        if unused:
-            evs += [1, 1 << (unused - 1), (1 << bits) - 1]
-        for ev in evs:
-            t.send(ev)
+    held = 0
+    for name, prof, cases in ocp_profiles():
+        # what the port carries: max_fields entries (SRv6+SRH's ten past eight: refused by its counts)
+        prof = dict(prof, fmt_fields=prof["fmt_fields"][:p.max_fields], fields=prof["fields"][:p.max_fields])
+        t.configure(prof)
+        await t.configured()
+        await t.drain()
+        if refusal(prof, p) is None:
+            held += 1
+            for raw, exp_raw, _ in cases:
+                ev, want = ev_of_bytes(raw, p.ev_bits), ev_of_bytes(exp_raw, p.exp_bits)
+                assert bytes_of(ev, p.ev_bits) == raw and bytes_of(want, p.exp_bits) == exp_raw, name
+                t.recorded.append(want)
+                t.send(ev)
+            await t.drain()
+            assert not t.recorded, f"{name}: {len(t.recorded)} recorded expansions not checked"
+        t.evs(40)
+    for prof, accepted, cases in ocp_verdicts():          # OCP's verdicts on the edge cases
+        t.configure(prof)
+        await t.configured()
+        await t.drain()
+        if accepted and refusal(prof, p) is None:
+            for raw, exp_raw in cases:
+                ev = ev_of_bytes(raw, p.ev_bits)
+                if bytes_of(ev, p.ev_bits) == raw:       # the EV fits ev_bits
+                    t.recorded.append(exp_raw and ev_of_bytes(exp_raw, p.exp_bits))
+                    t.send(ev)
+            await t.drain()
+            assert not t.recorded
     c = await t.finish()
+    assert held >= 9 and (held == 10) == (p.ev_bits >= 128 and p.exp_bits >= 192 and p.max_fields >= 10), held
     assert c["expanded"] and c["bad_ev"]
 
 
 @cocotb.test()
-async def random_expansion(dut):
-    """Random configurations (rewritten between bursts), random EVs with idle and backpressure."""
+async def refusals(dut):
+    """Profiles breaking each of OCP's rules (and the block's bounds) are refused: counted, and requests
+    after them are expanded under the profile before."""
+    rng = random.Random(tb.seed())
+    t = TB(dut, rng, idle=0.2, backpressure=0.3)
+    p = t.params
+    await t.reset()
+    good = fit(profile(SRV6, [16, 16, 16], [fld(16, 0xFC00), fld(16, 0, 0xFFFF), fld(16, 0x1200, 0x00F0)]), p)
+    assert refusal(good, p) is None
+    bad = [profile(STEV, [16], [fld(8), fld(8)]), profile(STEV, [8, 8], [fld(16), fld(1)]),
+           profile(SRV6, [64], [fld(33)]), profile(STEV, [16], [fld(4, init=0x10)]),
+           profile(STEV, [16], [fld(4, mask=0x10)]), profile(STEV, [16], [fld(8, mask=0x0F, hi=0x10)]),
+           profile(wire.EV_FMT_MODE_UDP, [16], [fld(16, mask=0xFFFF)]), profile(STEV, [32, 8], [fld(8)]),
+           profile(SRV6, [128, 128, 1] if p.exp_bits > 255 else [p.exp_bits, 1], []),
+           profile(SRV6, [16] * (p.max_fields + 1), []),
+           profile(SRV6, [32, 32], [fld(32, mask=(1 << 32) - 1), fld(32, mask=(1 << 32) - 1)])]
+    bad = [b for b in bad if refusal(b, p) is not None]
+    t.configure(good)
+    for prof in bad:
+        t.configure(prof)
+        t.evs(20)
+    await t.configured()
+    t.evs(100)
+    c = await t.finish()
+    assert c["refused"] == min(len(bad), (1 << p.counter_bits) - 1) and c["configured"] >= 1
+
+
+@cocotb.test()
+async def random_profiles(dut):
+    """Random STEV and SRv6 profiles (one in six refused) offered while requests flow: a profile takes
+    effect exactly at its transfer, with idle and backpressure."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, idle=0.2, backpressure=0.3)
     await t.reset()
-    for _ in range(40):
-        await t.configure(random_fields(rng, t.params))
-        for _ in range(40):
-            t.send(random_ev(rng, t.model))
+    for _ in range(30):
+        t.configure(random_profile(rng, t.params, refuse=1 / 6))
+        t.evs(rng.choice((5, 40, 150)))
+        if rng.random() < 0.5:
+            await t.configured()
     c = await t.finish()
-    assert c["expanded"] and c["bad_ev"]
+    assert c["expanded"] and c["bad_ev"] and c["configured"]
 
 
 @cocotb.test()
 async def line_rate(dut):
-    """One EV per cycle in, one DA per cycle out."""
+    """One EV per cycle in, one expansion per cycle out; a profile takes its scan's cycles."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
     await t.reset()
-    await t.configure(random_fields(rng, t.params))
+    prof = random_profile(rng, t.params)
+    start = get_sim_time("ns")
+    t.configure(prof)
+    await t.configured()
+    took = (get_sim_time("ns") - start) // t.period_ns
+    reach = prof["fmt_fields"][:prof["fmt_field_count"]]
+    assert took <= config_cycles(t.params, reach) + 2, f"{took} cycles for {reach}"
     n, busy, stalls = 500, 0, 0
-    for _ in range(n):
-        t.send(random_ev(rng, t.model))
+    t.evs(n)
     while t.received < n:
         await RisingEdge(dut.clk)
         busy += 1
@@ -393,33 +343,35 @@ async def line_rate(dut):
 
 @cocotb.test()
 async def reset_mid_traffic(dut):
-    """A reset among queued requests clears the registers (all fields fixed at 0) and the counters."""
+    """A reset among queued requests installs the empty profile and clears the counters."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, idle=0.2, backpressure=0.5)
     await t.reset()
-    await t.configure(random_fields(rng, t.params))
-    for _ in range(200):
-        t.send(random_ev(rng, t.model))
-    await t.reset_mid_traffic(60, t.restart)
+    t.configure(random_profile(rng, t.params))
+    await t.configured()
+    t.evs(200)
+    await t.reset_mid_traffic(60)
+    t.sent = t.received = t.profiles = 0
     for ev in (0, 1, 1 << (t.params.ev_bits - 1)):
         t.send(ev)
-    await t.configure(random_fields(rng, t.params))
-    for _ in range(100):
-        t.send(random_ev(rng, t.model))
+    t.configure(random_profile(rng, t.params))
+    t.evs(100)
     await t.finish()
 
 
 # --- pytest ----------------------------------------------------------------------------------------
 
 PARAMS = {
-    "default": EvExpanderParams(usids=6),
-    #: two uSIDs, a 20-bit EV, 2-bit saturating counters.
-    "small": EvExpanderParams(usids=2, ev_bits=20, counter_bits=2),
+    "default": EvExpanderParams(),
+    #: every profile of OCP's example: a 128-bit EV, the whole 256-bit ev_t out, 16 fields.
+    "ocp": EvExpanderParams(**OCP_SIZE),
+    #: a 20-bit EV, a 64-bit expansion, 4 fields of at most 16 bits, 2-bit saturating counters.
+    "small": EvExpanderParams(ev_bits=20, exp_bits=64, max_fields=4, field_bits=16, counter_bits=2),
 }
 
 
 def runs(config, test):
-    return config == "default" or test in ("ocp_cases", "random_expansion")
+    return config == "default" or test in {"ocp": ("ocp_example",), "small": ("refusals", "random_profiles")}[config]
 
 
 @runner.parametrize(__name__, PARAMS, select=runs)

@@ -19,7 +19,9 @@ import time
 
 import pytest
 
+from demos import NAMES
 from registry import ROOT
+from testbenches.test_sim import check_story, unwrap
 from tools import gtkw, sections
 
 pytestmark = pytest.mark.xdist_group("readme")
@@ -102,11 +104,11 @@ class Shell:
         return max(files, key=lambda p: p.stat().st_mtime)
 
     def sim(self):
-        """Run `make sim` once; its waveform."""
+        """Run `make sim` once (Spillway's demonstration); its waveform."""
         if self._sim is None:
             start = time.time()
             self.sim_output, _ = self("make sim")
-            self._sim = self.newest("spillway/*-vcd/random_traffic/dump.vcd", start)
+            self._sim = self.newest("spillway.top/*-vcd/burst/dump.vcd", start)
         return self._sim
 
     def scenarios(self):
@@ -126,7 +128,7 @@ class Shell:
 def _shape(line):
     """A line of terminal output with its numbers and parameter tags masked (they change run to run)."""
     line = re.sub(r"\((drawn for this run|from INNET_SEED)\)", "(seeded)", line.strip())
-    return re.sub(r"\d+", "N", re.sub(r"build/spillway/[^/ ]+/", "build/spillway/<params>/", line))
+    return re.sub(r"\d+", "N", re.sub(r"build/([\w.]+)/[^/ ]+/", r"build/\1/<params>/", line))
 
 
 def _sim(sh):
@@ -134,10 +136,22 @@ def _sim(sh):
     saved = dump.with_suffix(".gtkw")               # the GTKWave save file the runner writes beside it
     assert saved.exists(), f"no {saved}"
     assert gtkw.signals(saved) and not gtkw.missing(saved, dump), gtkw.missing(saved, dump)
-    assert re.search(r"replay the run: INNET_SEED=\d+ make sim$", sh.sim_output, re.M), sh.sim_output
+    check_story("spillway", sh.sim_output, sh.root)     # seed, replay line, every number of the story
+    # the story's make waves line opens the window of the first spill and the first drain
+    line = re.search(r"^ +(make waves DUMP=\S+ SIGNALS='[^']+' START=(\d+) ROWS=(\d+))$", sh.sim_output, re.M)
+    story = " ".join(sh.sim_output.split())
+    spill = int(re.search(r"first spill at cycle (\d+)", story).group(1))
+    drain = int(re.search(r"first drain at cycle (\d+)", story).group(1))
+    out, _ = sh(line.group(1))
+    rows = [r.split() for r in out.splitlines()]
+    header = next(i for i, r in enumerate(rows) if r[:2] == ["cycle", "time"])
+    column = rows[header].index("spill_o__valid")
+    valid = {int(r[0]): r[column] for r in rows[header + 1:]}
+    assert min(valid) == int(line.group(2)) < spill < drain <= max(valid), (line.group(0), spill, drain)
+    assert len(valid) == int(line.group(3)) and valid[spill] == "1" and valid[spill - 1] == "0", out
     # the README's sample of `make sim`'s output has the shape of this run's, line for line in order
-    sample = re.search(r"```text\n(.*?)```", sections.body(README, "sim-output"), re.S).group(1).splitlines()
-    lines = iter(_shape(line) for line in sh.sim_output.splitlines())
+    sample = unwrap(re.search(r"```text\n(.*?)```", sections.body(README, "sim-output"), re.S).group(1))
+    lines = iter(_shape(line) for line in unwrap(sh.sim_output))
     missing = [line for line in sample if _shape(line) not in lines]
     assert not missing, f"README's make sim sample is not what make sim prints: {missing}\n{sh.sim_output}"
 
@@ -197,14 +211,14 @@ def _scenario_table(sh):
 
 def _waves_vcd(sh):
     start = time.time()
-    sh(f"WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}")
-    sh.newest("spill_buffer/*-vcd/random_traffic/dump.vcd", start)
+    sh(f"WAVES=1 .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py {SIM}")
+    sh.newest("spillway.inswitch/*-vcd/random_traffic/dump.vcd", start)
 
 
 def _waves_fst(sh):
     start = time.time()
-    sh(f"WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}")
-    fst = sh.newest("spill_buffer/*/random_traffic/dump.fst", start)
+    sh(f"WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py {SIM}")
+    fst = sh.newest("spillway.inswitch/*/random_traffic/dump.fst", start)
     out, _ = sh(f".venv/bin/python -m tools.waves --list {fst}")
     assert "o__valid" in out, out
     assert fst.with_suffix(".gtkw").exists() and not gtkw.missing(fst.with_suffix(".gtkw"), fst)
@@ -222,11 +236,11 @@ def _make_waves(sh):
 
 def _make_waves_svg(sh):
     dump = sh.after_sim()
-    out, _ = sh("make waves SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid "
+    out, _ = sh("make waves SIGNALS='qdepth spill_o__valid node_stored drains spill_i__valid "
                 "reinjected o__valid o__payload.meta' START=30 ROWS=32 SVG=build/window.svg")
     assert f"({dump}, cycles 30..61)" in out, out
     svg = (sh.root / "build/window.svg").read_text()
-    for lane in ("qdepth", "[0] (dec)", "spill_o__valid", "node_stored", "drains (dec)", "node_o__valid",
+    for lane in ("qdepth", "[0] (dec)", "spill_o__valid", "node_stored", "drains (dec)", "spill_i__valid",
                  "reinjected (dec)", "o__valid", "port (dec)", "spilled", "cycles 30..61"):
         assert f">{lane}<" in svg, lane
 
@@ -237,13 +251,13 @@ def _tshark(sh):
         if os.geteuid() == 0:
             pytest.fail("tshark is missing although this runs as root: tools/setup.sh (make setup) installs it")
         pytest.skip("tshark is not installed and this is not root")
-    out, _ = sh(".venv/bin/python -m tools.tshark build/spillway")
+    out, _ = sh(".venv/bin/python -m tools.tshark build/spillway.top")
     rows = [line.split() for line in out.splitlines()[1:]]
     # columns: packets, fields, dns, malformed, mismatch; no DNS even in the bad-input tests' pcaps
     assert rows and all(r[2] == "0" and r[4] == "0" for r in rows) and any("infiniband" in r for r in rows), out
     # the spill link's pcaps, both directions: every frame decoded by the spill dissector
     for name in ("spill_o.pcap:", "spill_i.pcap:"):
-        link = [r for r in rows if r[5].endswith(f"random_traffic/{name}")]
+        link = [r for r in rows if r[5].endswith(f"burst/{name}")]
         assert link and all(r[r.index("spill") + 1].rstrip(",") == r[0] != "0" for r in link), (name, out)
 
 
@@ -282,9 +296,9 @@ def _regress_merge(sh):
 
 
 def _coverage(sh):
-    out, _ = sh("""make coverage BLOCKS=spill_buffer PYTEST_ARGS='-k "random_traffic and flow"'""")
-    assert re.search(r"^spill_buffer\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
-    assert (sh.root / "build/coverage/spill_buffer/hdl/spill_buffer.py").exists()
+    out, _ = sh("""make coverage BLOCKS=spillway.inswitch PYTEST_ARGS='-k "random_traffic and flow"'""")
+    assert re.search(r"^spillway\.inswitch\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
+    assert (sh.root / "build/coverage/spillway.inswitch/hdl/spillway/inswitch.py").exists()
 
 
 def _mutants(sh):
@@ -302,7 +316,8 @@ def _mutants(sh):
 def _mutants_summary(sh):
     out, _ = sh("make mutants BLOCK=all MUTANT_ARGS=--summary")
     assert re.search(r"^block\s+mutants\s+run\s+invalid\s+equiv\s+sim\s+formal\s+combined", out, re.M), out
-    assert re.search(r"^spill_buffer\s+\d+\s+\d+", out, re.M) and re.search(r"^chunk_bitmap\s+\d+", out, re.M), out
+    assert re.search(r"^spillway\.inswitch\s+\d+\s+\d+", out, re.M), out
+    assert re.search(r"^chunk_bitmap\s+\d+", out, re.M), out
 
 
 def _mutants_list(sh):
@@ -313,7 +328,7 @@ def _mutants_list(sh):
 def _speed(sh):
     sh.sim()                # a run to report on
     out, _ = sh(".venv/bin/python -m tools.speed")
-    assert re.search(r"^spillway\s+\d+", out, re.M), out
+    assert re.search(r"^spillway\.top\s+\d+", out, re.M), out
 
 
 def _blocks(sh):
@@ -326,30 +341,36 @@ def _blocks_readme(sh):
     assert out.strip().endswith("README.md: block table up to date"), out
 
 
+def _sim_list(sh):
+    out, _ = sh("make sim BLOCK=list")
+    assert [line.split()[0] for line in out.splitlines() if line.strip()][-6:] == list(NAMES), out
+
+
 #: Documented command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
 SMOKE = {
     "make sim": _sim,
+    "make sim BLOCK=list": _sim_list,
     "make lint": "make lint",
     "make formal": _formal,
     "make scenarios": _scenarios,
     "make verilog": _verilog,
     "make report": _report,
     "make bench": _bench,
-    '.venv/bin/python -m pytest testbenches/test_spill_buffer.py -k "watermark_edges and flow"':
-        '.venv/bin/python -m pytest testbenches/test_spill_buffer.py -k "watermark_edges and flow"',
-    f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}":
-        f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/test_spill_buffer.py {SIM}",
-    "WAVES=1 .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_vcd,
-    "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/test_spill_buffer.py": _waves_fst,
+    '.venv/bin/python -m pytest testbenches/spillway/test_inswitch.py -k "watermark_edges and flow"':
+        '.venv/bin/python -m pytest testbenches/spillway/test_inswitch.py -k "watermark_edges and flow"',
+    f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py {SIM}":
+        f"INNET_SEED=1234 .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py {SIM}",
+    "WAVES=1 .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py": _waves_vcd,
+    "WAVES=1 INNET_WAVES=fst .venv/bin/python -m pytest testbenches/spillway/test_inswitch.py": _waves_fst,
     "make waves SIGNALS='i__valid i__ready o__valid o__payload' START=100 ROWS=40": _make_waves,
-    "make waves SIGNALS='qdepth spill_o__valid node_stored drains node_o__valid reinjected o__valid o__payload.meta' "
+    "make waves SIGNALS='qdepth spill_o__valid node_stored drains spill_i__valid reinjected o__valid o__payload.meta' "
     "START=30 ROWS=32 SVG=build/window.svg": _make_waves_svg,
-    ".venv/bin/python -m tools.tshark build/spillway": _tshark,
-    ".venv/bin/python -m tools.waves --list build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _waves_list,
-    ".venv/bin/python -m tools.gtkw build/spill_buffer/<params>-vcd/random_traffic/dump.vcd": _gtkw,
+    ".venv/bin/python -m tools.tshark build/spillway.top": _tshark,
+    ".venv/bin/python -m tools.waves --list build/spillway.inswitch/<params>-vcd/random_traffic/dump.vcd": _waves_list,
+    ".venv/bin/python -m tools.gtkw build/spillway.inswitch/<params>-vcd/random_traffic/dump.vcd": _gtkw,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
-    "make coverage BLOCKS=spill_buffer": _coverage,
+    "make coverage BLOCKS=spillway.inswitch": _coverage,
     "make mutants BLOCK=ev_expander N=3": _mutants,
     "make mutants BLOCK=all MUTANT_ARGS=--summary": _mutants_summary,
     ".venv/bin/python -m tools.mutants aggregator --list": _mutants_list,

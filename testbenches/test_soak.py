@@ -106,7 +106,7 @@ def test_soak_length(monkeypatch):
     cmd = {"cmd": {"op": 1}}                                    # commands ride between packets
     items = [cmd, {"last": 0}, {"last": 1}, cmd, cmd, {"last": 1}, {"last": 0}, {"last": 1}]
     assert [len(b) for b in checked.batches(items, 6)] == [6, 2]
-    assert checked._split(items) == ([b for b in items if "cmd" not in b], [(0, {"op": 1}), (2, {"op": 1}),
+    assert checked.split_commands(items) == ([b for b in items if "cmd" not in b], [(0, {"op": 1}), (2, {"op": 1}),
                                                                            (2, {"op": 1})])
 
 
