@@ -27,7 +27,8 @@ from pathlib import Path
 
 from registry import ROOT, block
 from testbenches import checked, runner
-from testbenches.tb import pack
+from testbenches.checked.wrapper import command_port, stream_ports
+from testbenches.layouts import pack
 from tools import schemata
 from tools.cli import Parser, integer, run
 
@@ -60,14 +61,14 @@ def stimulus(b, component, params, packets, seed):
     model = checked.session(b.name, component, params, rng)
     items = generate(packets)
     expected = model(items, final=True)
-    layout = checked._streams(component)[0]
+    layout = stream_ports(component)[0]
     return [pack(layout, item) for item in items if "cmd" not in item], expected
 
 
 def _config(wrapper, component, expected):
     """screen_config.h: the run inputs and the outputs ``checked.verdict`` reads."""
-    inputs = ["keep", "beats", "limit", "tail", *(["cmds"] if checked._command(component) else []),
-              *(f"expect_{name}" for name, _ in checked._streams(component)[1])]
+    inputs = ["keep", "beats", "limit", "tail", *(["cmds"] if command_port(component) else []),
+              *(f"expect_{name}" for name, _ in stream_ports(component)[1])]
     outputs = checked.outputs_of(component, expected)
     ports = set(wrapper.signature.members)
     missing = [p for p in inputs + outputs if p not in ports]
