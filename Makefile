@@ -4,7 +4,8 @@
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
 # sim: the demonstration),
-# NAME, TITLE (new-block: the block's module path and title).
+# NAME, TITLE (new-block: the block's module path and title; scenario: the scenario's name), ARGS (scenario: its
+# options).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -20,9 +21,11 @@ TESTS  ?=
 BLOCK  ?= spillway.switch
 N      ?=
 MUTANT_ARGS ?=
+ARGS   ?=
+SCENARIOS ?= spillway symphony esa dblp sdr mrc
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint new-block formal formal-deep scenarios regress regress-merge mutants coverage verilog report bench waves clean
+.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios regress regress-merge mutants coverage verilog report bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -53,10 +56,15 @@ formal: setup
 formal-deep: setup
 	INNET_FORMAL_DEEP=1 $(PY) -m pytest -q -n $(JOBS) formal $(PYTEST_ARGS)
 
-## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
+## One scenario on the golden models (python -m scenarios): make scenario NAME=spillway ARGS='--hosts 16'
+## -> build/scenarios/NAME.csv, .png, .txt (the summary); ARGS=--help lists its settings
+scenario: setup
+	@$(PY) -m scenarios $(NAME) $(ARGS)
+
+## Every scenario (SCENARIOS, default all) at its default settings, then the results table (tools.scenario_table)
 scenarios: setup
-	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
-	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
+	@for name in $(SCENARIOS); do $(PY) -m scenarios $$name || exit 1; done
+	$(PY) -m tools.scenario_table
 
 ## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit)
 regress: setup
