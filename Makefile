@@ -1,5 +1,6 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
-# Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
+# Variables: JOBS (pytest-xdist workers, 0 = none; mutants: also processes at a time), PYTEST_ARGS (passed to
+# pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
@@ -81,7 +82,8 @@ coverage: setup
 	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources (or all blocks'): screening on one C++ build,
+## then the survivors against its tests and proofs, then the equivalence miter -> build/mutants/
 mutants: setup
 	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 

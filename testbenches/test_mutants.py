@@ -197,3 +197,58 @@ def test_xdist_failure_is_a_kill(tmp_path):
         assert mutants._pytest(tmp_path, ["test_pass.py"], 1, jobs, 600) == "pass", jobs
         with pytest.raises(RuntimeError, match="could not run test_broken.py"):
             mutants._pytest(tmp_path, ["test_broken.py"], 1, jobs, 600)
+
+
+#: Elaborate a registered block with its soak parameters (in a tree) and print its RTLIL without source
+#: locations, for each mutant forced (``schemata.forcing``) given on the command line, or as it is.
+ELABORATE = """
+import sys
+from amaranth.back import rtlil
+from registry import block
+from testbenches.checked import soak_params
+from tools import schemata
+b = block(sys.argv[1])
+params = b.make_params(soak_params(b.name)['params'])
+for n in [int(a) for a in sys.argv[2:]] or [None]:
+    with schemata.forcing(n):
+        try:
+            text = rtlil.convert(b.build(params), emit_src=False)
+        except Exception as error:
+            text = 'invalid: ' + type(error).__name__
+    print(repr(text))
+"""
+
+
+def _elaborate(tree, name, *forced):
+    done = subprocess.run([sys.executable, "-c", ELABORATE, name, *map(str, forced)], cwd=tree, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [ast.literal_eval(line) for line in done.stdout.splitlines()]
+
+
+def test_schemata_forced_is_the_ast_mutant(tmp_path):
+    """Mutant n of a block's schemata, forced, elaborates to the very netlist of the AST mutant n (the
+    mutant numbers and CSVs of the two are one), and the design forced to the original to the design's;
+    the schemata holds every mutant as a run-time choice or an elaboration-time value. The sample: two of
+    each operator of the chunk bitmap, and its static (elaboration-time) mutants' first two."""
+    from tools import schemata
+    from tools.mutants import Sources, copy_tree
+    b = block("chunk_bitmap")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    held = set()
+    for path, text, start in zip(sources.paths, sources.texts, sources.starts):
+        held |= schemata.rewrite(text, mutants, start - 1)[1]
+    assert held == {m.id for m in mutants}, "every mutant is in the schemata"
+    sample = [m for op in ("cmp", "const", "arith", "logic", "drop")
+              for m in [x for x in mutants if x.operator == op][:2]]
+    sample += [m for m in mutants if "Signal(range(" in m.describe(sources.text)[0]][:2]
+    rewritten, plain = tmp_path / "schemata", tmp_path / "ast"
+    copy_tree(rewritten)
+    schemata.write(sources, mutants, rewritten)
+    copy_tree(plain)
+    forced = _elaborate(rewritten, b.name, schemata.ORIGINAL, *(m.id for m in sample))
+    assert forced[0] == _elaborate(plain, b.name)[0], "forced to the original: the design"
+    for m, netlist in zip(sample, forced[1:]):
+        sources.write(plain, m.apply(sources.text))
+        assert netlist == _elaborate(plain, b.name)[0], f"#{m.id} {m.describe(sources.text)}"

@@ -27,7 +27,7 @@ which every comparison, arithmetic operation and assignment sees unchanged.
 import ast
 import contextlib
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value, ValueCastable
+from amaranth.hdl import Module, Mux, Signal, Value, ValueCastable
 
 __all__ = ["WIDTH", "ORIGINAL", "select", "selecting", "forcing", "site", "unless", "static", "outcomes", "clear",
            "rewrite", "write"]
@@ -111,26 +111,51 @@ def _holder(m):
     return holder[1]
 
 
-def site(m, function, args, variants):
+class Pending:
+    """The elaboration-time value of a site that is an operand of another site (``lazy``): the design's
+    value and each of its mutants' ({n + 1: value}), for the outer site to choose among at run time when
+    its own value is logic (``rd_slot == S - 1``: the constant's mutants become choices of the compare)."""
+
+    def __init__(self, original, variants):
+        self.original, self.variants = original, variants
+
+
+def _variants(function, args, variants):
+    """{n + 1: thunk} of every mutant of a site: its own, and those of its ``Pending`` operands."""
+    plain = [a.original if isinstance(a, Pending) else a for a in args]
+    out = {n: (lambda variant=variant: variant(*plain)) for n, variant in variants.items()}
+    for i, a in enumerate(args):
+        if isinstance(a, Pending):
+            for n, value in a.variants.items():
+                out[n] = lambda i=i, value=value: function(*plain[:i], value, *plain[i + 1:])
+    return plain, out
+
+
+def site(m, function, args, variants, lazy=False):
     """``function(*args)``, or variant ``variants[n + 1](*args)`` when mutant ``n`` is selected; a choice
     is a signal of its own, driven in a submodule of ``m`` (``Mux`` trees that share their operands
-    would take Amaranth exponential time to size)."""
+    would take Amaranth exponential time to size). ``lazy``: the site is an operand of another site,
+    which chooses among its elaboration-time values (``Pending``)."""
     if _forced is not None:
         return variants[_forced + 1](*args) if _forced + 1 in variants else function(*args)
-    original = function(*args)
+    plain, thunks = _variants(function, args, variants)
+    original = function(*plain)
     if not _is_value(original):
-        for n, variant in variants.items():
+        values = {}
+        for n, thunk in thunks.items():
             try:
-                value = variant(*args)
+                values[n] = thunk()
             except Exception:
                 _note(n, "invalid")
-                continue
+        if lazy:
+            return Pending(original, values)
+        for n, value in values.items():
             _note(n, "same" if _same(value, original) else "static")
         return original
     chosen = base = Value.cast(original)
-    for n, variant in variants.items():
+    for n, thunk in thunks.items():
         try:
-            value = Value.cast(variant(*args))
+            value = Value.cast(thunk())
         except Exception:
             _note(n, "invalid")
             continue
@@ -145,10 +170,34 @@ def site(m, function, args, variants):
     return original.shape()(chosen[:len(Value.cast(original))])
 
 
+class _Sink:
+    """What ``m.d`` is while a forced mutant's dropped assignment runs: every ``m.d.<domain> += ...`` is lost."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __setattr__(self, name, value):
+        pass
+
+    def __iadd__(self, statements):
+        return self
+
+
+@contextlib.contextmanager
+def _dropped(m):
+    d = m.d
+    m.d = _Sink()
+    try:
+        yield
+    finally:
+        m.d = d
+
+
 def unless(m, n):
-    """The ``with`` of a dropped assignment: ``m.If`` mutant ``n - 1`` is not selected."""
+    """The ``with`` of a dropped assignment: ``m.If`` mutant ``n - 1`` is not selected (forced: the
+    assignment, or nothing when it is the forced mutant)."""
     if _forced is not None:
-        return m.If(Const(_forced + 1 != n))
+        return _dropped(m) if _forced + 1 == n else contextlib.nullcontext()
     _note(n, "selected")
     return m.If(select() != n)
 
@@ -175,6 +224,13 @@ def _lambda(names, body):
     arguments = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], vararg=None, kwonlyargs=[],
                               kw_defaults=[], kwarg=None, defaults=[])
     return ast.Lambda(arguments, body)
+
+
+def _lazy(operand):
+    """Mark ``operand``, when it is a rewritten site, as the operand of another (``site(..., lazy=True)``)."""
+    if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "site"
+            and isinstance(operand.func.value, ast.Name) and operand.func.value.id == NAME):
+        operand.keywords.append(ast.keyword("lazy", ast.Constant(True)))
 
 
 def _position(node, offset):
@@ -231,6 +287,8 @@ class _Rewriter(ast.NodeTransformer):
                                else (lambda a, b, plus=plus: build(a, plus)))
         if not variants:
             return node
+        for operand in operands:
+            _lazy(operand)
         a, b = _name("_a"), _name("_b")
         table = ast.Dict([ast.Constant(n + 1) for n in variants],
                          [_lambda(("_a", "_b"), make(a, b)) for make in variants.values()])
@@ -243,6 +301,7 @@ class _Rewriter(ast.NodeTransformer):
         node = self.generic_visit(node)
         if own is None:
             return node
+        _lazy(node.operand)
         x = _name("_a")
         table = ast.Dict([ast.Constant(own + 1)], [_lambda(("_a",), x)])
         return ast.copy_location(_call("site", _name("m"), _lambda(("_a",), ast.UnaryOp(ast.Invert(), x)),
