@@ -15,18 +15,20 @@ many, and an estimate of the time left.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from registry import BLOCKS, ROOT
 from testbenches.runner import block_of
 
 __all__ = ["designs", "Progress", "Screening", "miter"]
 
-#: Seconds a screening process or a miter may take.
-TIMEOUT = 1800
+#: Seconds a screening process may take, and a miter.
+TIMEOUT, MITER = 1800, 900
 
 
 def designs(b):
@@ -60,16 +62,32 @@ class Progress:
             print(f"mutants: [{done}/{self.total}, {elapsed:.0f} s{eta}] {message}", flush=True)
 
 
-def _python(tree, args, what):
-    """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails."""
+def kill_session(session):
+    """Kill every process of ``session`` (a process started with ``start_new_session``, and all it
+    started, even those in process groups of their own: SymbiYosys's solvers)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue                    # gone meanwhile
+
+
+def _python(tree, args, what, timeout=TIMEOUT):
+    """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails or runs past
+    ``timeout`` seconds (then it and all it started are killed)."""
     env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "mutants" / "runtime"))
-    try:
-        done = subprocess.run([sys.executable, "-m", *args], cwd=tree, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{what} ran past {TIMEOUT} s") from None
-    if done.returncode:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+    with subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(process.pid)
+            process.communicate()
+            raise RuntimeError(f"{what} ran past {timeout} s") from None
+    if process.returncode:
+        tail = (err or out).strip().splitlines()[-1:] or [""]
         raise RuntimeError(f"{what} failed: {tail[0]}")
 
 
@@ -148,14 +166,15 @@ class Screening:
         return out
 
 
-def miter(b, tree, n, place, depth):
-    """(verdict, detail) of the miter of mutant ``n`` of block ``b`` on ``place`` (design, variant)."""
+def miter(b, tree, n, place, depth, timeout=MITER):
+    """(verdict, detail) of the miter of mutant ``n`` of block ``b`` on ``place`` (design, variant); the
+    verdict ``timeout`` or ``error`` when it gives none."""
     design, variant = place
     path = tree / "build" / f"miter-{label(design, variant)}-{n}.json"
     try:
         _python(tree, ["tools.miter", design, str(n), "--out", str(path), "--depth", str(depth),
-                       *(["--variant", variant] if variant else [])], f"the miter of {b.name} #{n}")
+                       *(["--variant", variant] if variant else [])], f"the miter of {b.name} #{n}", timeout)
     except RuntimeError as error:
-        return "error", str(error)
+        return ("timeout" if "ran past" in str(error) else "error"), str(error)
     result = json.loads(path.read_text())
     return result["verdict"], f"miter on {label(design, variant)}: {result['detail']} ({result['seconds']:.0f} s)"

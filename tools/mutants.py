@@ -40,7 +40,6 @@ import csv
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +67,7 @@ SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
 #: Packets of soak traffic a screening run sends (the soak's 1e5), and the miter's bounded depth.
-PACKETS, DEPTH = 100_000, 20
+PACKETS, DEPTH = 100_000, 10
 #: The page holding the campaign's table (``--docs``).
 DOCS = ROOT / "docs" / "verification.md"
 
@@ -248,7 +247,7 @@ def _pytest(tree, paths, seed, jobs, timeout):
             try:
                 output, _ = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                campaign.kill_session(process.pid)
                 process.communicate()
                 return "timeout"
         if process.returncode == 0:
@@ -480,11 +479,13 @@ def merged(name, source, rows):
 
 #: What became of a mutant (``_fate``), in the order of the stages, and the table's heading of each.
 FATES = {"invalid": "invalid", "screening": "screening", "testbench": "testbench", "proof": "proof",
-         "proved": "proved equiv", "argued": "argued equiv", "survivor": "survivors"}
+         "proved": "proved equiv", "bounded": "bounded equiv", "argued": "argued equiv", "survivor": "survivors"}
 
 
 def _fate(row, argued):
-    """What became of the mutant of ``row`` (a key of ``FATES``): the first stage that decided it."""
+    """What became of the mutant of ``row`` (a key of ``FATES``): the first stage that decided it. A
+    mutant the miter finds no difference in within its depth (``bounded``: mcy's criterion) counts as
+    equivalent, but is listed: an argument makes it a proof."""
     if "invalid" in (row.get("screen"), row["sim"]):
         return "invalid"
     if row.get("screen") == "killed":
@@ -495,7 +496,9 @@ def _fate(row, argued):
         return "proof"
     if row.get("miter") == "equivalent":
         return "proved"
-    return "argued" if why_of(argued, row) else "survivor"
+    if why_of(argued, row):
+        return "argued"
+    return "bounded" if row.get("miter") == "bounded" else "survivor"
 
 
 def tally(rows, argued):
@@ -589,8 +592,8 @@ def report(name, where, rows):
         fate = _fate(r, argued)
         if fate == "argued":
             print(f"  argued equivalent {line(r)}: " + " ".join(r["equivalent"].split()))
-        elif fate == "proved":
-            print(f"  proved equivalent {line(r)}: {r['reason']}")
+        elif fate in ("proved", "bounded"):
+            print(f"  {fate} equivalent {line(r)}: {r['reason']}")
         elif r["equivalent"]:
             print(f"  warning: {line(r)} is argued equivalent in {EQUIVALENT.name}, but {FATES[fate]} decided it")
     print(f"mutants: {name}: {len(rows)} mutants: " + ", ".join(f"{FATES[k]} {counts[k]}" for k in FATES)

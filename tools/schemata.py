@@ -333,8 +333,9 @@ def rewrite(text, mutants, offset=0):
     tree = ast.parse(text)
     rewriter = _Rewriter(sites, offset)
     tree = rewriter.visit(tree)
+    docstring = bool(tree.body) and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
     at = next((i + 1 for i, s in enumerate(tree.body) if isinstance(s, ast.ImportFrom) and s.module == "__future__"),
-              0)
+              int(docstring))
     tree.body.insert(at, ast.Import([ast.alias("tools.schemata", NAME)]))
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n", rewriter.used
 
