@@ -144,13 +144,14 @@ def check(name, n, variant=None, depth=10, timeout=600):
     start = time.monotonic()
     label = f"miter_{name.replace('.', '_')}{'_' + variant if variant else ''}_{n}"
     if proof(name, n, variant, BUILD / f"{label}_equiv", timeout):
-        return {"verdict": "equivalent", "detail": "Yosys equiv_induct: every signal paired by name, equal from the "
-                                                   "same initial state", "seconds": time.monotonic() - start}
+        return {"verdict": "equivalent", "detail": "proved at the soak parameters (Yosys equiv_induct: every signal "
+                                                   "paired by name, the same initial state)",
+                "seconds": time.monotonic() - start}
     try:
         prove(Miter(name, n, variant), label, depth=depth, mode="bmc")
     except FormalFailure as failure:
         return {"verdict": "differs", "detail": _output(str(failure)), "seconds": time.monotonic() - start}
-    return {"verdict": "bounded", "detail": f"no output differs within {depth} cycles of reset",
+    return {"verdict": "bounded", "detail": f"no output differs within {depth} cycles of reset (soak parameters)",
             "seconds": time.monotonic() - start}
 
 
