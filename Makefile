@@ -39,10 +39,12 @@ $(STAMP): pyproject.toml tools/setup.sh
 sim: setup
 	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
 
-## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
+## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios;
+## make test BLOCK=name runs one block's tests (its testbench, proofs, soak, layout checks).
 test: lint
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 tests testbenches formal scenarios \
-	    $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make test')
+	    $(if $(BLOCK),--block=$(BLOCK)) \
+	    $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make test$(if $(BLOCK), BLOCK=$(BLOCK))')
 
 ## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
 lint: setup

@@ -60,6 +60,10 @@ def runs(seed):
     return out
 
 
+#: Samples of the collision runs left out of the mean queue (the queue builds up first).
+QUEUE_WARMUP = 5
+
+
 def arguments(parser):
     """The scenario's options (``python -m scenarios mrc --help``): the runs are the paper's three."""
 
@@ -77,7 +81,8 @@ def main(args, out=OUT, name="mrc"):
     rows += [("ecmp", (k + 1) * window, round(g, 3), "", "", "") for k, g in enumerate(base)]
     csv = write_csv(name, ["run", "cycle", "goodput", "packets_on_uplink0", "packets", "uplink0_queue"], rows, out)
     good = {run: [g for _, g, _, _ in f.samples[1:]] for run, f in r.items()}
-    queue = {run: statistics.fmean(d[0] for _, _, _, d in r[run].samples[5:]) for run in ("collide", "ignore")}
+    queue = {run: statistics.fmean(d[0] for _, _, _, d in r[run].samples[QUEUE_WARMUP:])
+             for run in ("collide", "ignore")}
     with figure(name, cols=3, width=5, height=3.8, seed=args.seed, out=out) as (fa, fb, fc):
         t = lambda run: [s[0] for s in r[run].samples]          # noqa: E731
         fa.plot(t("no_drop"), [s[1] for s in r["no_drop"].samples], color="grey", lw=3, alpha=0.5, label="no drop")

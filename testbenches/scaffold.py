@@ -26,7 +26,7 @@ def new_block_gets_every_service():
                  f"formal/test_{NAME}.py::test_{NAME}_counter", f"testbenches/test_soak.py::test_soak[{NAME}-soak]",
                  f"testbenches/test_layout.py::test_one_name_everywhere[{NAME}]"):
         assert test in collected, f"make test would not run {test}"
-    out, _ = sh(f"make test PYTEST_ARGS='-k {NAME}'")
+    out, _ = sh(f"make test BLOCK={NAME}")
     assert re.search(r"\b(\d+) passed", out) and " failed" not in out, out
     soak, = (sh.root / "build" / "checked").glob(f"block={NAME}-*/soak/summary.json")
     assert json.loads(soak.read_text())["soak"]["packets_in"] == 100_000

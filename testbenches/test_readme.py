@@ -373,6 +373,18 @@ def _sim_list(sh):
     assert [line.split()[0] for line in out.splitlines() if line.strip()][-6:] == list(NAMES), out
 
 
+def _test_block(sh):
+    """The selection ``make test BLOCK=`` makes (collected, not run: the suite runs these tests itself)."""
+    out, _ = sh("make test BLOCK=spillway.node PYTEST_ARGS=--collect-only")
+    collected = {line.split("[")[0] for line in out.splitlines() if "::" in line}
+    wanted = {"testbenches/spillway/test_node.py::test_node", "formal/spillway/test_node.py::test_node_prove",
+              "testbenches/test_soak.py::test_soak", "testbenches/test_layout.py::test_one_name_everywhere"}
+    assert wanted <= collected, out
+    assert not any("test_link" in test or "test_switch" in test for test in collected), out
+    assert "testbenches/test_soak.py::test_soak[spillway.node-soak]" in out and "spillway.link-soak" not in out, out
+    assert "unknown block 'nope'" in sh.fails("make test BLOCK=nope")
+
+
 def _new_block(sh):
     from testbenches.scaffold import new_block_gets_every_service
     new_block_gets_every_service()         # in a clone of its own: the block must not reach the other smokes
@@ -382,7 +394,8 @@ def _new_block(sh):
 SMOKE = {
     "make new-block NAME=my_counter": _new_block,
     "make new-block NAME=my_counter TITLE='My packet counter'": _new_block,
-    "make test PYTEST_ARGS='-k my_counter'": _new_block,
+    "make test BLOCK=my_counter": _new_block,
+    "make test BLOCK=spillway.node": _test_block,
     "make sim": _sim,
     "make sim BLOCK=list": _sim_list,
     "make lint": "make lint",

@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from scenarios.mrc import QUEUE_WARMUP
 from tools import sections
 from tools.cli import Parser, run
 
@@ -91,11 +92,11 @@ def mrc(rows):
     runs = defaultdict(list)
     for r in rows:
         runs[r["run"]].append(r)
-    mean = lambda run, key: statistics.fmean(float(r[key]) for r in runs[run][1:])  # noqa: E731
+    mean = lambda run, key, skip=1: statistics.fmean(float(r[key]) for r in runs[run][skip:])  # noqa: E731
     low = lambda run: min(float(r["goodput"]) for r in runs[run][1:])  # noqa: E731
     return (f"(a) a lossy EV: goodput {mean('drop', 'goodput'):.2f} (no loss: {mean('no_drop', 'goodput'):.2f}); "
-            f"(b) two QPs on one uplink: queue {mean('ignore', 'uplink0_queue'):.1f} → "
-            f"{mean('collide', 'uplink0_queue'):.1f} packets, goodput {mean('ignore', 'goodput'):.2f} → "
+            f"(b) two QPs on one uplink: queue {mean('ignore', 'uplink0_queue', QUEUE_WARMUP):.1f} → "
+            f"{mean('collide', 'uplink0_queue', QUEUE_WARMUP):.1f} packets, goodput {mean('ignore', 'goodput'):.2f} → "
             f"{mean('collide', 'goodput'):.2f} when the ECN echo is acted on; (c) uplinks failed one by one: goodput "
             f"{mean('fail', 'goodput'):.2f} (min {low('fail'):.2f}) vs {mean('ecmp', 'goodput'):.2f} single-path ECMP")
 
