@@ -329,7 +329,7 @@ def _mutants(sh):
     assert drops, listed
     out, _ = sh(f"make mutants BLOCK=ev_expander MUTANT_ARGS='--id {drops[0]} --no-screen --no-formal --no-miter "
                 "--no-baseline'")
-    assert re.search(rf"ev_expander #{drops[0]} drop line \d+: sim fail", out), out
+    assert re.search(rf"ev_expander #{drops[0]} drop hdl/ev_expander\.py:\d+: sim fail", out), out
     assert "testbench 1, proof 0, proved equiv 0, bounded equiv 0, argued equiv 0, survivors 0" in out, out
 
 

@@ -437,7 +437,7 @@ def testbenches(p, verdicts, args, progress):
                 if formal and row["sim"] not in KILLED:
                     row["formal"] = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT)
             progress({(b.name, m.id)} if _fate(row, {}) != "survivor" else (),
-                     f"{b.name} #{m.id} {m.operator} line {m.line}: sim {row['sim']}, formal {row['formal']}")
+                     f"{b.name} #{m.id} {m.operator} {sources.where(m.line)}: sim {row['sim']}, formal {row['formal']}")
     finally:
         if going:
             sources.write(tree, source)
