@@ -313,3 +313,16 @@ def test_miter_proves_a_known_equivalent(tmp_path):
             f"sys.exit(0 if proof({b.name!r}, {rr[0].id}, None, Path('equiv'), 600) else 1)")
     done = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-2000:]
+
+
+def test_run_mutant(tmp_path):
+    """One mutant of one block through the stages, as a distributed campaign takes it: the delay line's
+    mutant #37 (its input never ready) is killed by screening, and its CSV row says so; an unknown option
+    is a TypeError naming it."""
+    from tools.mutants import _fate, run_mutant
+    with pytest.raises(TypeError, match="no_such_option"):
+        run_mutant("spillway.link", 37, no_such_option=1)
+    row = run_mutant("spillway.link", 37, packets=2000, out=str(tmp_path), no_formal=True, no_miter=True)
+    assert row["id"] == 37 and row["screen"] == "killed" and _fate(row, {}) == "screening", row
+    assert row["reason"].startswith("spillway.link: checked: "), row
+    assert not (tmp_path / "spillway.link.csv").exists(), "the row is the caller's to merge"

@@ -77,7 +77,7 @@ def kill_session(session):
 def _python(tree, args, what, timeout=TIMEOUT):
     """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails or runs past
     ``timeout`` seconds (then it and all it started are killed)."""
-    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "mutants" / "runtime"))
+    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime"))
     with subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
         try:

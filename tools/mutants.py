@@ -274,7 +274,8 @@ def valid(tree, name):
     return subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True).returncode == 0
 
 
-def main(argv=None):
+def parser():
+    """The command line of ``main`` (and the options ``run_mutant`` takes)."""
     parser = Parser(prog="mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("block", help="a registered block, or all (every block with logic of its own)")
     parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw per block (default: all)")
@@ -303,10 +304,18 @@ def main(argv=None):
     parser.add_argument("--no-miter", action="store_true", help="no equivalence miter")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the unmutated run of the testbenches (when the suite has just run them)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _use_out(args):
     if args.out is not None:
         global OUT
         OUT = ROOT / args.out
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    _use_out(args)
     if args.block == "all":
         if args.match or args.id:
             raise ValueError("--match and --id need one block, not all")
@@ -366,10 +375,40 @@ def select(name, args):
     return Plan(b, sources, every, mutants)
 
 
+def run_mutant(name, mutant, **options):
+    """Mutant ``mutant`` (its id, as ``--list`` prints it) of block ``name`` through every stage, as the
+    campaign takes it (screening on its block's schemata, then its testbenches and proofs, then the
+    miter); returns its CSV row (a dict; ``_fate`` tells what became of it), without merging it into the
+    block's CSV (``merged`` and ``report`` do that). ``options`` are the command line's (``jobs=2``,
+    ``no_formal=True``, ``out="build/mutants-w1"``: a directory of its own per concurrent caller); the
+    unmutated baseline is skipped unless ``no_baseline=False``."""
+    args = parser().parse_args([name, "--id", str(mutant)])
+    unknown = set(options) - set(vars(args)) - {"block", "id"}
+    if unknown:
+        raise TypeError(f"run_mutant: unknown options {', '.join(sorted(unknown))}")
+    vars(args).update({"no_baseline": True, **options})
+    global OUT
+    before = OUT
+    try:
+        _use_out(args)
+        plan = select(block(name).name, args)
+        return decide([plan], args, campaign.Progress(1))[plan.block.name][0]
+    finally:
+        OUT = before
+
+
 def campaign_run(plans, args):
-    """Every stage on the plans' mutants: screening, the testbenches and proofs of the survivors, the
-    miter of what is left; then the report of each block (merged into its CSV)."""
+    """Every stage on the plans' mutants (``decide``), then the report of each block (merged into its CSV)."""
     progress = campaign.Progress(sum(len(p.mutants) for p in plans))
+    rows = decide(plans, args, progress)
+    for p in plans:
+        progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
+        report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows[p.block.name]))
+
+
+def decide(plans, args, progress):
+    """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
+    survivors, the miter of what is left."""
     jobs = max(1, args.jobs)
     verdicts = {p.block.name: {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants} for p in plans}
     if not args.no_screen:
@@ -399,9 +438,7 @@ def campaign_run(plans, args):
                     verdicts[t[0].block.name][t[1]["id"]]["place"], args.depth), left)):
                 row["miter"], row["reason"] = verdict, detail
                 progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
-    for p in plans:
-        progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
-        report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows[p.block.name]))
+    return rows
 
 
 def testbenches(p, verdicts, args, progress):
