@@ -169,7 +169,10 @@ BLOCKS = {b.name: b for b in [
                    "aged": AGEING + 4}),
     Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
           "ESA aggregator allocator, ATP/SwitchML baselines", doc="docs/blocks/esa.md", stimulus="ina",
-          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
+          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}, traffic=soak_traffic.aggregator,
+          # junk by construction in the first episode; the rest by chance, within 100 packets under 12 seeds
+          reached=dict.fromkeys(("passed", "malformed", "bad_header", "consumed", "completed", "duplicate", "collision",
+                                 "forwarded", "flushed", "preempted", "ack_freed", "ack_passed"), 400)),
     Block("pipeline", Pipeline, PipelineParams, PipelineModel,
           "Switch pipeline: aggregator → progress register file → Spillway switch side", doc="docs/blocks/pipeline.md",
           stimulus="mixed"),

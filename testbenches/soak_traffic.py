@@ -10,6 +10,10 @@ configuration, and every outcome in ``REACHED`` is reached by construction (a fi
 silent ring positions, a queue depth that always marks, messages sent whole before they complete),
 not by the seed; the seed varies everything else.
 
+The ESA aggregator has no configuration, but its line-rate rounds (tools/traffic.py ``ina``) all complete
+in order: only 5 of its 13 counters move. Its traffic here interleaves jobs that collide and carries
+every kind of contribution its counters tell apart (a mutation campaign screens on this traffic).
+
 Each generator is a registered block's ``traffic`` (``registry.py``), which also names the counters
 its soak must end with above 0 (``Block.reached``: counter -> the packets a run needs to reach it).
 """
@@ -19,12 +23,12 @@ import struct
 from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
 from models.ev_expander import profile, refusal
-from models.headers import mrc_packet, roce_packet, sdr_packet, usid_address
+from models.headers import ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING", "EV_PHASE"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -461,3 +465,106 @@ def chunk_bitmap(component, rng):
             items += [{"cmd": {"op": OP_COMPLETE, "msg": msg}}, beat(raw_of(msg, 0, gen, 0))]   # late: no_slot
         return items
     return _exact(produce)
+
+
+# --- ESA aggregator (ATP and SwitchML baselines) ----------------------------------------------------------
+
+#: Chances per contribution: lost, sent again flagged resend, sent again plain, overflow-flagged, followed by
+#: a stray or early ACK, followed by a packet that is not a contribution; and a round's values near the int32
+#: bounds (the clamp and ATP's bound).
+AGG_LOSS, AGG_RESEND, AGG_DUP, AGG_OVERFLOW, AGG_ACK, AGG_JUNK, AGG_HUGE = 0.05, 0.1, 0.1, 0.05, 0.05, 0.03, 0.1
+#: Episodes (jobs started together, their rounds, the ACKs) drawn once and sent round after round (scapy builds a
+#: few hundred packets a second: the soak's pool, see testbenches/test_soak.py).
+AGG_EPISODES = 60
+
+
+#: The kinds of packet that are no valid contribution (``_agg_junk``).
+AGG_JUNK_KINDS = 6
+
+
+def _agg_junk(rng, values, kind):
+    """Not a valid contribution: other traffic, truncated, oversized, a bad fan-in or bitmap, a reserved flag."""
+    if kind == 0:
+        return roce_packet(qp=rng.randrange(1 << 24), payload=rng.randbytes(rng.randrange(300)))
+    if kind == 1:
+        return bytes(ina_packet(0, 1, 0, [1] * values))[:rng.randrange(30, 55 + 4 * values)]
+    if kind == 2:
+        return ina_packet(0, 1, 0, [1] * (values + rng.randrange(1, 40)))
+    if kind == 3:
+        return ina_packet(0, 1, 0, [1] * values, fanin=rng.choice([0, 1, 33]))
+    if kind == 4:
+        return ina_packet(0, 1, 0, [1] * values, bitmap=rng.choice([0, 3, 1 << 31]))
+    return ina_packet(0, 1, 0, [1] * values, **{rng.choice(["collision", "evict", "result", "resv"]): 1})
+
+
+def aggregator(component, rng):
+    """Jobs (1 to 3 at a time, fan-in 2..workers, priority = job number) whose rounds share the slots and
+    collide (ATP/ESA: round r of job j at slot (3j + r) mod slots; SwitchML: the job's own range of the pool,
+    the set flipping each use), workers' contributions interleaved at random with every event of the
+    counters by chance (see the ``AGG_*`` rates): losses, resends, plain duplicates (also of finished
+    rounds), overflow-flagged contributions, stray and early ACKs, junk, values near the int32 bounds. Each
+    ATP/ESA round ends with the PS's ACK (it frees the slot), so slots never stay taken; a SwitchML wave
+    ends with the lost contributions retransmitted. ``AGG_EPISODES`` episodes, drawn once, repeat; the first
+    ends with one packet of each junk kind (``passed``, ``malformed``, ``bad_header`` by construction)."""
+    p = component.params
+    W, V, P, switchml = p.workers, p.values, p.slots, p.policy == "switchml"
+    job = [0]
+
+    def items(packet, port):
+        return _beats(component, packet, port)
+
+    def produce():
+        jobs = rng.randrange(1, 4)
+        first, job[0] = job[0], job[0] + jobs
+        sizes = [max(P // jobs + (j < P % jobs), 1) for j in range(jobs)]
+        rounds = []
+        for j in range(jobs):
+            fanin = rng.randrange(2, W + 1)
+            base = sum(sizes[:j]) % P
+            for r in range(rng.randrange(1, 5)):
+                bound = (1 << 31) - rng.randrange(3) if rng.random() < AGG_HUGE else 1000
+                grads = [[rng.randrange(-bound, bound) for _ in range(V)] for _ in range(fanin)]
+                if switchml:
+                    index = (wire.INA_SET_BIT if ((first + j) + r // sizes[j]) % 2 else 0) | (base + r % sizes[j]) % P
+                else:
+                    index = (3 * (first + j) + r) % P
+                rounds.append(dict(jobseq=(((first + j) & 0x7FFF) + 1 << 16) | r, index=index,
+                                   priority=(first + j) & 0xFF, fanin=fanin, grads=grads))
+        order = [(rnd, w) for rnd in rounds for w in rng.sample(range(rnd["fanin"]), rnd["fanin"])]
+        rng.shuffle(order)
+        out, sent, lost = [], [], []
+
+        def contribution(rnd, w, **flags):
+            return ina_packet(w, rnd["jobseq"], rnd["index"], rnd["grads"][w], fanin=rnd["fanin"],
+                              priority=rnd["priority"], **flags)
+        for rnd, w in order:
+            if rng.random() < AGG_LOSS:
+                lost.append((rnd, w))
+                continue
+            out += items(contribution(rnd, w, overflow=int(rng.random() < AGG_OVERFLOW)), 1 + w)
+            sent.append((rnd, w))
+            if not switchml and rng.random() < AGG_RESEND:
+                out += items(contribution(rnd, w, resend=1), 1 + w)
+            if rng.random() < AGG_DUP:
+                d, dw = rng.choice(sent)
+                out += items(contribution(d, dw), 1 + dw)
+            if not switchml and rng.random() < AGG_ACK:
+                js = rnd["jobseq"] if rng.random() < 0.5 else 0xDEAD0000 | rng.randrange(1 << 16)
+                out += items(ina_packet(0, js, rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
+                                        overflow=int(rng.random() < 0.3), resend=int(rng.random() < 0.3)), 0)
+            if rng.random() < AGG_JUNK:
+                out += items(_agg_junk(rng, V, rng.randrange(AGG_JUNK_KINDS)), rng.randrange(W + 1))
+        for rnd, w in lost:
+            out += items(contribution(rnd, w, **({} if switchml else {"resend": 1})), 1 + w)
+        if not switchml:
+            for rnd in rounds:
+                out += items(ina_packet(0, rnd["jobseq"], rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
+                                        bitmap=(1 << rnd["fanin"]) - 1), 0)
+        return out
+    episodes, turn = [produce() for _ in range(AGG_EPISODES)], [0]
+    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(_agg_junk(rng, V, kind), 1)]
+
+    def again():
+        turn[0] += 1
+        return episodes[(turn[0] - 1) % len(episodes)]
+    return _exact(again)
