@@ -33,6 +33,7 @@ from models.aggregator import AggregatorModel, AggregatorParams
 from models.bounded_loss_tracker import BoundedLossTrackerModel, BoundedLossTrackerParams
 from models.chunk_bitmap import ChunkBitmapModel, ChunkBitmapParams
 from models.ev_expander import EvExpanderModel, EvExpanderParams
+from models.ev_selector import COUNTERS as EV_SELECTOR_COUNTERS
 from models.ev_selector import EvSelectorModel, EvSelectorParams
 from models.packet_fifo import PacketFifoModel, PacketFifoParams
 from models.pipeline import PipelineModel, PipelineParams
@@ -187,7 +188,7 @@ BLOCKS = {b.name: b for b in [
                                  "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"), 0)),
     Block("ev_selector", EvSelector, EvSelectorParams, EvSelectorModel,
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="docs/blocks/mrc.md",
-          stimulus="ev_requests"),
+          stimulus="ev_requests", traffic=soak_traffic.ev_selector, reached=dict.fromkeys(EV_SELECTOR_COUNTERS, 2000)),
     Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
           "MRC EV expander (OCP MRC 1.0 EV profiles: STEV, SRv6 DA + SRH)", doc="docs/blocks/mrc.md", stimulus="evs",
           traffic=soak_traffic.ev_expander,

@@ -23,12 +23,14 @@ import struct
 from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
 from models.ev_expander import profile, refusal
+from models.ev_selector import EVENT_KINDS, GOOD, SKIP, EvSelectorModel
 from models.headers import ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "AGEING", "EV_PHASE"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector", "AGEING",
+           "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -568,3 +570,69 @@ def aggregator(component, rng):
         turn[0] += 1
         return episodes[(turn[0] - 1) % len(episodes)]
     return _exact(again)
+
+
+# --- MRC EV selector --------------------------------------------------------------------------------------
+
+#: Weights of the EV selector's requests: no event, then each kind of ``EVENT_KINDS``, then an undefined code.
+EV_WEIGHTS = (20, 20, 15, 15, 15, 3, 10, 2)
+#: Each ``EV_CYCLE`` requests: a drought (``EV_DROUGHT`` requests of losses and denials only: slots go vacant,
+#: losses are suppressed, selections stall), then a flood (``EV_FLOOD`` backups only: the slots refill, the
+#: FIFOs overflow), then the mix of ``EV_WEIGHTS``.
+EV_DROUGHT, EV_FLOOD, EV_CYCLE = 150, 40, 600
+
+
+def ev_selector(component, rng):
+    """Requests of every kind against the selector's state: a shadow ``EvSelectorModel`` fed the same requests
+    picks, most of the time, a usable slot and the EV it holds now (so ``ecn``, ``trim``, ``loss``, ``deny``
+    act instead of being ``stale``) and a probe pool entry's EV (so probes succeed, fail and restore); otherwise a
+    random EV of a small set. Backups fill every slot first (``ev_requests``'s opening) and come back at random, with a
+    drought and a flood every ``EV_CYCLE`` requests (vacant slots, ``demote_suppressed``, ``no_ev``, the pool
+    and the FIFOs full); ``want`` is random; undefined kind codes too."""
+    p = component.params
+    shadow = EvSelectorModel(p)
+    universe = p.n_ev + p.planes * p.backup_depth + p.probe_slots
+    state = {"n": 0}
+
+    def ev_of(slot):
+        return shadow.slots[slot][0] if rng.random() < 0.8 else rng.randrange(universe)
+
+    def request():
+        n, state["n"] = state["n"], state["n"] + 1
+        if n < p.n_ev:
+            return {"want": 0, "event": {"valid": 1, "kind": EVENT_KINDS.index("backup"), "plane": n % p.planes,
+                                         "ev": n}}
+        phase = (n - p.n_ev) % EV_CYCLE
+        weights = [0] * len(EV_WEIGHTS) if phase < EV_DROUGHT + EV_FLOOD else list(EV_WEIGHTS)
+        if phase < EV_DROUGHT:
+            weights[1 + EVENT_KINDS.index("loss")], weights[1 + EVENT_KINDS.index("deny")] = 3, 2
+        elif phase < EV_DROUGHT + EV_FLOOD:
+            weights[1 + EVENT_KINDS.index("backup")] = 1
+        code = rng.choices(range(len(weights)), weights)[0] - 1
+        usable = [k for k, (_, st) in enumerate(shadow.slots) if st in (GOOD, SKIP)]
+        slot = rng.choice(usable) if usable and rng.random() < 0.8 else rng.randrange(p.n_ev)
+        if code < 0:
+            return {"want": rng.random() < 0.7, "event": {"valid": 0}}
+        if code >= len(EVENT_KINDS):
+            return {"want": rng.random() < 0.7, "event": {"valid": 1, "kind": code, "slot": slot,
+                                                          "ev": ev_of(slot)}}
+        kind = EVENT_KINDS[code]
+        event = {"valid": 1, "kind": code}
+        if kind == "backup":
+            event.update(plane=rng.randrange(p.planes), ev=rng.randrange(universe))
+        elif kind == "probe":
+            index = rng.randrange(p.probe_slots)
+            entry = shadow.pool[index]
+            event.update(index=index, ok=int(rng.random() < 0.8),
+                         ev=entry[0] if entry is not None and rng.random() < 0.9 else rng.randrange(universe))
+        else:
+            event.update(slot=slot, ev=ev_of(slot), last_hop=int(rng.random() < 0.3))
+        return {"want": int(rng.random() < 0.7), "event": event}
+
+    def produce():
+        item = request()
+        item = {"want": int(item["want"]), "event": {"valid": 0, "kind": 0, "slot": 0, "ev": 0, "last_hop": 0,
+                                                     "index": 0, "ok": 0, "plane": 0, **item["event"]}}
+        shadow.tick(item["want"], shadow.decode(item["event"])[0])
+        return [item]
+    return _exact(produce)
