@@ -30,6 +30,7 @@ from hdl.spillway.switch import SpillSwitch
 from hdl.spillway.top import Spillway
 from hdl.usid_forwarder import UsidForwarder
 from models.aggregator import AggregatorModel, AggregatorParams
+from models.bounded_loss_tracker import COUNTERS as BLT_COUNTERS
 from models.bounded_loss_tracker import BoundedLossTrackerModel, BoundedLossTrackerParams
 from models.chunk_bitmap import ChunkBitmapModel, ChunkBitmapParams
 from models.ev_expander import EvExpanderModel, EvExpanderParams
@@ -201,7 +202,8 @@ BLOCKS = {b.name: b for b in [
                                  "msg_done", "posts", "completes", "cmd_rejected"), 0)),
     Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,
           "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="docs/blocks/dblp.md",
-          stimulus="dblp"),
+          stimulus="dblp", traffic=soak_traffic.bounded_loss_tracker,
+          reached=dict.fromkeys(BLT_COUNTERS, 3000)),
 ]}
 
 

@@ -24,13 +24,13 @@ from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
 from models.ev_expander import profile, refusal
 from models.ev_selector import EVENT_KINDS, GOOD, SKIP, EvSelectorModel
-from models.headers import ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
+from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector", "AGEING",
-           "EV_PHASE"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
+           "bounded_loss_tracker", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -635,4 +635,92 @@ def ev_selector(component, rng):
                                                      "index": 0, "ok": 0, "plane": 0, **item["event"]}}
         shadow.tick(item["want"], shadow.decode(item["event"])[0])
         return [item]
+    return _exact(produce)
+
+
+# --- DBLP bounded-loss round tracker ------------------------------------------------------------------------
+
+#: Chances per round: a packet lost (later resent with RETX, as a NACK's answer would), duplicated; the round
+#: shuffled, given a random id (a slot collision, a round id wrapping), followed by a malformed packet or by a
+#: late packet of an earlier round; a phase-table row written (sometimes a rejected one).
+DBLP_LOSS, DBLP_DUP, DBLP_SHUFFLE, DBLP_RANDOM_ID, DBLP_MALFORMED, DBLP_LATE, DBLP_CFG = (
+    0.1, 0.05, 0.5, 0.3, 0.05, 0.1, 0.05)
+#: Chance that a round's lost packets are never resent (it closes BOUNDED or ABORT at its deadline).
+DBLP_ABANDON = 0.3
+
+
+def _dblp_malformed(p):
+    """One packet of each way a shim is malformed (as testbenches/test_bounded_loss_tracker.py names them)."""
+    good = dict(job=1, round=2, idx=0, cnt=4)
+    return [dblp_packet(ver=2, **good), dblp_packet(fresv=1, **good), dblp_packet(resv=1, **good),
+            dblp_packet(resv2=1, **good), dblp_packet(phase=p.phases, **good),
+            dblp_packet(job=1, round=2, idx=0, cnt=0), dblp_packet(job=1, round=2, idx=0, cnt=p.e_max + 1),
+            dblp_packet(job=1, round=2, idx=4, cnt=4), bytes(dblp_packet(**good))[:wire.DBLP_HEADER_BYTES - 1],
+            dblp_packet(port=p.port + 1, **good)]
+
+
+def bounded_loss_tracker(component, rng):
+    """The phase table configured first (random tau and deadline per phase; phase 0 tau >= 1/2), then rounds
+    of random E on random phases under loss, duplicates, reordering, slot collisions, malformed shims and late
+    packets (see the ``DBLP_*`` rates), the lost packets resent (RETX) some rounds later (some rounds close FULL
+    after NACKs) or never (``DBLP_ABANDON``: BOUNDED or ABORT at the deadline); phase-table writes mid-traffic. The
+    opening sends one packet of each malformed kind and a round of one packet (``full``) and the
+    configuration a rejected row (``cfg_rejected``), by construction."""
+    p = component.params
+    template = bytes(dblp_packet(payload=bytes(4), rng=rng))
+    malformed = [bytes(raw) for raw in _dblp_malformed(p)]
+    top = (1 << p.deadline_bits) - 1
+
+    def packet(job, rnd, idx, cnt, phase, retx=False):
+        raw = bytearray(template)
+        flags = (wire.DBLP_LAST if idx == cnt - 1 else 0) | (wire.DBLP_RETX if retx else 0)
+        struct.pack_into(wire.DBLP_STRUCT, raw, wire.DBLP_OFFSET, wire.DBLP_VERSION << 4 | flags, phase << 4,
+                         job, rnd & 0xFFFF, idx, cnt, 0)
+        return _beats(component, raw)
+
+    def row():
+        return {"cmd": {"phase": rng.randrange(p.phases), "tau": rng.randrange(256),
+                        "deadline": rng.randrange(1, min(300, top) + 1)}}
+    opening = [{"cmd": {"phase": 0, "tau": rng.randrange(128, 256), "deadline": min(1000, top)}},
+               *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}
+                 for ph in range(1, p.phases)),
+               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}}]
+    opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
+    state = {"n": 0, "opening": opening}
+    pending, earlier = collections.deque(), []
+
+    def produce():
+        out = []
+        while not out:                  # a round may be all lost, and nothing else sent with it
+            out = next_round()
+        return out
+
+    def next_round():
+        if state["opening"]:
+            out, state["opening"] = state["opening"], None
+            return out
+        n, state["n"] = state["n"], state["n"] + 1
+        job, phase = rng.randrange(3), rng.randrange(p.phases)
+        rnd = rng.randrange(1 << 16) if rng.random() < DBLP_RANDOM_ID else n % (2 * p.rounds)
+        cnt = rng.choice([1, 2, rng.randrange(1, p.e_max + 1)])
+        sent = [idx for idx in range(cnt) if rng.random() >= DBLP_LOSS]
+        sent += [rng.randrange(cnt) for _ in range(cnt) if rng.random() < DBLP_DUP]
+        if rng.random() < DBLP_SHUFFLE:
+            rng.shuffle(sent)
+        out = [beat for idx in sent for beat in packet(job, rnd, idx, cnt, phase)]
+        lost = [idx for idx in range(cnt) if idx not in sent]
+        if lost and rng.random() >= DBLP_ABANDON:
+            pending.append((n + rng.randrange(1, 6), [beat for idx in lost
+                                                      for beat in packet(job, rnd, idx, cnt, phase, retx=True)]))
+        while pending and pending[0][0] <= n:
+            out += pending.popleft()[1]
+        if rng.random() < DBLP_MALFORMED:
+            out += _beats(component, rng.choice(malformed))
+        if earlier and rng.random() < DBLP_LATE:
+            out += rng.choice(earlier)
+        earlier[:] = (earlier + [packet(job, rnd, 0, cnt, phase)])[-8:]
+        if rng.random() < DBLP_CFG:
+            out.append(row() if rng.random() < 0.8 else {"cmd": {"phase": rng.randrange(p.phases), "tau": 256,
+                                                                  "deadline": 0}})
+        return out
     return _exact(produce)
