@@ -471,21 +471,39 @@ def chunk_bitmap(component, rng):
 
 # --- ESA aggregator (ATP and SwitchML baselines) ----------------------------------------------------------
 
+#: Offset of the IPv4 header's TOS byte (DSCP and ECN) in an Ethernet frame.
+IP_TOS = 15
+
 #: Chances per contribution: lost, sent again flagged resend, sent again plain, overflow-flagged, followed by
 #: a stray or early ACK, followed by a packet that is not a contribution; and a round's values near the int32
 #: bounds (the clamp and ATP's bound).
 AGG_LOSS, AGG_RESEND, AGG_DUP, AGG_OVERFLOW, AGG_ACK, AGG_JUNK, AGG_HUGE = 0.05, 0.1, 0.1, 0.05, 0.05, 0.03, 0.1
+#: Chances per contribution: the INA ECN flag set, the IP header's ECN field CE; per round: a small job+seq (1
+#: and up: the values next to 0, the free slot's), values exactly at the int32 bounds (per huge round).
+AGG_ECN, AGG_CE, AGG_SMALL_JOBSEQ, AGG_EXACT = 0.1, 0.1, 0.05, 0.3
+#: Values at and next to the int32 bounds (the clamp's and ATP's comparisons at their edges).
+AGG_EDGES = (wire.INT32_MAX, wire.INT32_MAX - 1, -wire.INT32_MAX, wire.INT32_MIN, -1, 0, 1)
 #: Episodes (jobs started together, their rounds, the ACKs) drawn once and sent round after round (scapy builds a
 #: few hundred packets a second: the soak's pool, see testbenches/test_soak.py).
 AGG_EPISODES = 60
 
 
 #: The kinds of packet that are no valid contribution (``_agg_junk``).
-AGG_JUNK_KINDS = 6
+AGG_JUNK_KINDS = 9
 
 
-def _agg_junk(rng, values, kind):
-    """Not a valid contribution: other traffic, truncated, oversized, a bad fan-in or bitmap, a reserved flag."""
+def _agg_junk(rng, values, kind, slots=1):
+    """Not a valid contribution: other traffic, truncated, oversized, a bad fan-in or bitmap, a reserved flag,
+    a pool index past the ``slots``, an INA packet's bytes as another EtherType or another IP protocol."""
+    if kind == 6:
+        return ina_packet(0, 1, slots + rng.randrange(2), [1] * values)
+    if kind in (7, 8):
+        raw = bytearray(bytes(ina_packet(0, 1, 0, [1] * values)))
+        if kind == 7:
+            raw[12:14] = b"\x86\xdd"          # EtherType IPv6
+        else:
+            raw[23] = 6                         # IP protocol TCP
+        return bytes(raw)
     if kind == 0:
         return roce_packet(qp=rng.randrange(1 << 24), payload=rng.randbytes(rng.randrange(300)))
     if kind == 1:
@@ -500,11 +518,12 @@ def _agg_junk(rng, values, kind):
 
 
 def aggregator(component, rng):
-    """Jobs (1 to 3 at a time, fan-in 2..workers, priority = job number) whose rounds share the slots and
+    """Jobs (1 to 3 at a time, fan-in 2..workers, priority 0..3: equal ones too) whose rounds share the slots and
     collide (ATP/ESA: round r of job j at slot (3j + r) mod slots; SwitchML: the job's own range of the pool,
     the set flipping each use), workers' contributions interleaved at random with every event of the
     counters by chance (see the ``AGG_*`` rates): losses, resends, plain duplicates (also of finished
-    rounds), overflow-flagged contributions, stray and early ACKs, junk, values near the int32 bounds. Each
+    rounds), overflow-flagged contributions, stray and early ACKs, junk, ECN (the INA flag, the IP header's CE),
+    small job+seqs, values near and at the int32 bounds. Each
     ATP/ESA round ends with the PS's ACK (it frees the slot), so slots never stay taken; a SwitchML wave
     ends with the lost contributions retransmitted. ``AGG_EPISODES`` episodes, drawn once, repeat; the first
     ends with one packet of each junk kind (``passed``, ``malformed``, ``bad_header`` by construction)."""
@@ -524,21 +543,27 @@ def aggregator(component, rng):
             fanin = rng.randrange(2, W + 1)
             base = sum(sizes[:j]) % P
             for r in range(rng.randrange(1, 5)):
-                bound = (1 << 31) - rng.randrange(3) if rng.random() < AGG_HUGE else 1000
-                grads = [[rng.randrange(-bound, bound) for _ in range(V)] for _ in range(fanin)]
+                huge = rng.random() < AGG_HUGE
+                bound = (1 << 31) - rng.randrange(3) if huge else 1000
+                grads = [[rng.choice(AGG_EDGES) if huge and rng.random() < AGG_EXACT else rng.randrange(-bound, bound)
+                          for _ in range(V)] for _ in range(fanin)]
                 if switchml:
                     index = (wire.INA_SET_BIT if ((first + j) + r // sizes[j]) % 2 else 0) | (base + r % sizes[j]) % P
                 else:
                     index = (3 * (first + j) + r) % P
-                rounds.append(dict(jobseq=(((first + j) & 0x7FFF) + 1 << 16) | r, index=index,
-                                   priority=(first + j) & 0xFF, fanin=fanin, grads=grads))
+                jobseq = r + 1 if rng.random() < AGG_SMALL_JOBSEQ else (((first + j) & 0x7FFF) + 1 << 16) | r
+                rounds.append(dict(jobseq=jobseq, index=index,
+                                   priority=rng.randrange(4), fanin=fanin, grads=grads))
         order = [(rnd, w) for rnd in rounds for w in rng.sample(range(rnd["fanin"]), rnd["fanin"])]
         rng.shuffle(order)
         out, sent, lost = [], [], []
 
         def contribution(rnd, w, **flags):
-            return ina_packet(w, rnd["jobseq"], rnd["index"], rnd["grads"][w], fanin=rnd["fanin"],
-                              priority=rnd["priority"], **flags)
+            raw = bytearray(bytes(ina_packet(w, rnd["jobseq"], rnd["index"], rnd["grads"][w], fanin=rnd["fanin"],
+                                             priority=rnd["priority"], ecn=int(rng.random() < AGG_ECN), **flags)))
+            if rng.random() < AGG_CE:
+                raw[IP_TOS] |= wire.ECN_CE          # the IP header's ECN field (its checksum is not checked)
+            return bytes(raw)
         for rnd, w in order:
             if rng.random() < AGG_LOSS:
                 lost.append((rnd, w))
@@ -555,7 +580,7 @@ def aggregator(component, rng):
                 out += items(ina_packet(0, js, rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
                                         overflow=int(rng.random() < 0.3), resend=int(rng.random() < 0.3)), 0)
             if rng.random() < AGG_JUNK:
-                out += items(_agg_junk(rng, V, rng.randrange(AGG_JUNK_KINDS)), rng.randrange(W + 1))
+                out += items(_agg_junk(rng, V, rng.randrange(AGG_JUNK_KINDS), P), rng.randrange(W + 1))
         for rnd, w in lost:
             out += items(contribution(rnd, w, **({} if switchml else {"resend": 1})), 1 + w)
         if not switchml:
@@ -564,7 +589,7 @@ def aggregator(component, rng):
                                         bitmap=(1 << rnd["fanin"]) - 1), 0)
         return out
     episodes, turn = [produce() for _ in range(AGG_EPISODES)], [0]
-    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(_agg_junk(rng, V, kind), 1)]
+    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(_agg_junk(rng, V, kind, P), 1)]
 
     def again():
         turn[0] += 1
