@@ -1,5 +1,6 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
-# Variables: JOBS (pytest-xdist workers, 0 = none), PYTEST_ARGS (passed to pytest, e.g. -k ...),
+# Variables: JOBS (pytest-xdist workers, 0 = none; mutants: also processes at a time), PYTEST_ARGS (passed to
+# pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
@@ -103,9 +104,9 @@ coverage: setup
 	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of BLOCK's (default spillway.switch) RTL sources against its tests and
-## proofs -> build/mutants/; with CLUSTER=... or SCHEDULER=... one unit per mutant on a Dask cluster (MUTANT_ARGS:
-## --seed, --id, --no-formal, --no-baseline)
+## Mutation run: N mutants (default all) of BLOCK's (default spillway.switch; or all blocks') RTL sources:
+## screening on one C++ build, then the survivors against its tests and proofs, then the equivalence miter
+## -> build/mutants/; with CLUSTER=... or SCHEDULER=... one unit per mutant on a Dask cluster
 mutants: setup
 ifneq ($(CLUSTER)$(SCHEDULER),)
 	$(PY) -m tools.cluster mutants $(or $(BLOCK),spillway.switch) $(if $(N),--n $(N)) $(ENGINE_ARGS) $(MUTANT_ARGS)

@@ -30,9 +30,11 @@ from hdl.spillway.switch import SpillSwitch
 from hdl.spillway.top import Spillway
 from hdl.usid_forwarder import UsidForwarder
 from models.aggregator import AggregatorModel, AggregatorParams
+from models.bounded_loss_tracker import COUNTERS as BLT_COUNTERS
 from models.bounded_loss_tracker import BoundedLossTrackerModel, BoundedLossTrackerParams
 from models.chunk_bitmap import ChunkBitmapModel, ChunkBitmapParams
 from models.ev_expander import EvExpanderModel, EvExpanderParams
+from models.ev_selector import COUNTERS as EV_SELECTOR_COUNTERS
 from models.ev_selector import EvSelectorModel, EvSelectorParams
 from models.packet_fifo import PacketFifoModel, PacketFifoParams
 from models.pipeline import PipelineModel, PipelineParams
@@ -169,7 +171,10 @@ BLOCKS = {b.name: b for b in [
                    "aged": AGEING + 4}),
     Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
           "ESA aggregator allocator, ATP/SwitchML baselines", doc="docs/blocks/esa.md", stimulus="ina",
-          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}),
+          variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}, traffic=soak_traffic.aggregator,
+          # junk by construction in the first episode; the rest by chance, within 100 packets under 12 seeds
+          reached=dict.fromkeys(("passed", "malformed", "bad_header", "consumed", "completed", "duplicate", "collision",
+                                 "forwarded", "flushed", "preempted", "ack_freed", "ack_passed"), 400)),
     Block("pipeline", Pipeline, PipelineParams, PipelineModel,
           "Switch pipeline: aggregator → progress register file → Spillway switch side", doc="docs/blocks/pipeline.md",
           stimulus="mixed"),
@@ -184,7 +189,7 @@ BLOCKS = {b.name: b for b in [
                                  "no_route", "data_overflow", "trim_overflow", "decapsulated", "ce_marked"), 0)),
     Block("ev_selector", EvSelector, EvSelectorParams, EvSelectorModel,
           "MRC EV selector (per QP: active EVs, per-plane backups, probes)", doc="docs/blocks/mrc.md",
-          stimulus="ev_requests"),
+          stimulus="ev_requests", traffic=soak_traffic.ev_selector, reached=dict.fromkeys(EV_SELECTOR_COUNTERS, 2000)),
     Block("ev_expander", EvExpander, EvExpanderParams, EvExpanderModel,
           "MRC EV expander (OCP MRC 1.0 EV profiles: STEV, SRv6 DA + SRH)", doc="docs/blocks/mrc.md", stimulus="evs",
           traffic=soak_traffic.ev_expander,
@@ -197,7 +202,8 @@ BLOCKS = {b.name: b for b in [
                                  "msg_done", "posts", "completes", "cmd_rejected"), 0)),
     Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,
           "DBLP bounded-loss round tracker (innet's receiver-side reading of DBLP)", doc="docs/blocks/dblp.md",
-          stimulus="dblp"),
+          stimulus="dblp", traffic=soak_traffic.bounded_loss_tracker,
+          reached=dict.fromkeys(BLT_COUNTERS, 3000)),
 ]}
 
 

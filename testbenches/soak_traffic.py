@@ -10,6 +10,10 @@ configuration, and every outcome in ``REACHED`` is reached by construction (a fi
 silent ring positions, a queue depth that always marks, messages sent whole before they complete),
 not by the seed; the seed varies everything else.
 
+The ESA aggregator has no configuration, but its line-rate rounds (tools/traffic.py ``ina``) all complete
+in order: only 5 of its 13 counters move. Its traffic here interleaves jobs that collide and carries
+every kind of contribution its counters tell apart (a mutation campaign screens on this traffic).
+
 Each generator is a registered block's ``traffic`` (``registry.py``), which also names the counters
 its soak must end with above 0 (``Block.reached``: counter -> the packets a run needs to reach it).
 """
@@ -19,12 +23,14 @@ import struct
 from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
 from models.ev_expander import profile, refusal
-from models.headers import mrc_packet, roce_packet, sdr_packet, usid_address
+from models.ev_selector import EVENT_KINDS, GOOD, SKIP, EvSelectorModel
+from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "AGEING", "EV_PHASE"]
+__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
+           "bounded_loss_tracker", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -460,4 +466,286 @@ def chunk_bitmap(component, rng):
             del active[slot]
             items += [{"cmd": {"op": OP_COMPLETE, "msg": msg}}, beat(raw_of(msg, 0, gen, 0))]   # late: no_slot
         return items
+    return _exact(produce)
+
+
+# --- ESA aggregator (ATP and SwitchML baselines) ----------------------------------------------------------
+
+#: Offset of the IPv4 header's TOS byte (DSCP and ECN) in an Ethernet frame.
+IP_TOS = 15
+
+#: Chances per contribution: lost, sent again flagged resend, sent again plain, overflow-flagged, followed by
+#: a stray or early ACK, followed by a packet that is not a contribution; and a round's values near the int32
+#: bounds (the clamp and ATP's bound).
+AGG_LOSS, AGG_RESEND, AGG_DUP, AGG_OVERFLOW, AGG_ACK, AGG_JUNK, AGG_HUGE = 0.05, 0.1, 0.1, 0.05, 0.05, 0.03, 0.1
+#: Chances per contribution: the INA ECN flag set, the IP header's ECN field CE; per round: a small job+seq (1
+#: and up: the values next to 0, the free slot's), values exactly at the int32 bounds (per huge round).
+AGG_ECN, AGG_CE, AGG_SMALL_JOBSEQ, AGG_EXACT = 0.1, 0.1, 0.05, 0.3
+#: Values at and next to the int32 bounds (the clamp's and ATP's comparisons at their edges).
+AGG_EDGES = (wire.INT32_MAX, wire.INT32_MAX - 1, -wire.INT32_MAX, wire.INT32_MIN, -1, 0, 1)
+#: Episodes (jobs started together, their rounds, the ACKs) drawn once and sent round after round (scapy builds a
+#: few hundred packets a second: the soak's pool, see testbenches/test_soak.py).
+AGG_EPISODES = 60
+
+
+#: The kinds of packet that are no valid contribution (``_agg_junk``).
+AGG_JUNK_KINDS = 9
+
+
+def _agg_junk(rng, values, kind, slots=1):
+    """Not a valid contribution: other traffic, truncated, oversized, a bad fan-in or bitmap, a reserved flag,
+    a pool index past the ``slots``, an INA packet's bytes as another EtherType or another IP protocol."""
+    if kind == 6:
+        return ina_packet(0, 1, slots + rng.randrange(2), [1] * values)
+    if kind in (7, 8):
+        raw = bytearray(bytes(ina_packet(0, 1, 0, [1] * values)))
+        if kind == 7:
+            raw[12:14] = b"\x86\xdd"          # EtherType IPv6
+        else:
+            raw[23] = 6                         # IP protocol TCP
+        return bytes(raw)
+    if kind == 0:
+        return roce_packet(qp=rng.randrange(1 << 24), payload=rng.randbytes(rng.randrange(300)))
+    if kind == 1:
+        return bytes(ina_packet(0, 1, 0, [1] * values))[:rng.randrange(30, 55 + 4 * values)]
+    if kind == 2:
+        return ina_packet(0, 1, 0, [1] * (values + rng.randrange(1, 40)))
+    if kind == 3:
+        return ina_packet(0, 1, 0, [1] * values, fanin=rng.choice([0, 1, 33]))
+    if kind == 4:
+        return ina_packet(0, 1, 0, [1] * values, bitmap=rng.choice([0, 3, 1 << 31]))
+    return ina_packet(0, 1, 0, [1] * values, **{rng.choice(["collision", "evict", "result", "resv"]): 1})
+
+
+def aggregator(component, rng):
+    """Jobs (1 to 3 at a time, fan-in 2..workers, priority 0..3: equal ones too) whose rounds share the slots and
+    collide (ATP/ESA: round r of job j at slot (3j + r) mod slots; SwitchML: the job's own range of the pool,
+    the set flipping each use), workers' contributions interleaved at random with every event of the
+    counters by chance (see the ``AGG_*`` rates): losses, resends, plain duplicates (also of finished
+    rounds), overflow-flagged contributions, stray and early ACKs, junk, ECN (the INA flag, the IP header's CE),
+    small job+seqs, values near and at the int32 bounds. Each
+    ATP/ESA round ends with the PS's ACK (it frees the slot), so slots never stay taken; a SwitchML wave
+    ends with the lost contributions retransmitted. ``AGG_EPISODES`` episodes, drawn once, repeat; the first
+    ends with one packet of each junk kind (``passed``, ``malformed``, ``bad_header`` by construction)."""
+    p = component.params
+    W, V, P, switchml = p.workers, p.values, p.slots, p.policy == "switchml"
+    job = [0]
+
+    def items(packet, port):
+        return _beats(component, packet, port)
+
+    def produce():
+        jobs = rng.randrange(1, 4)
+        first, job[0] = job[0], job[0] + jobs
+        sizes = [max(P // jobs + (j < P % jobs), 1) for j in range(jobs)]
+        rounds = []
+        for j in range(jobs):
+            fanin = rng.randrange(2, W + 1)
+            base = sum(sizes[:j]) % P
+            for r in range(rng.randrange(1, 5)):
+                huge = rng.random() < AGG_HUGE
+                bound = (1 << 31) - rng.randrange(3) if huge else 1000
+                grads = [[rng.choice(AGG_EDGES) if huge and rng.random() < AGG_EXACT else rng.randrange(-bound, bound)
+                          for _ in range(V)] for _ in range(fanin)]
+                if switchml:
+                    index = (wire.INA_SET_BIT if ((first + j) + r // sizes[j]) % 2 else 0) | (base + r % sizes[j]) % P
+                else:
+                    index = (3 * (first + j) + r) % P
+                jobseq = r + 1 if rng.random() < AGG_SMALL_JOBSEQ else (((first + j) & 0x7FFF) + 1 << 16) | r
+                rounds.append(dict(jobseq=jobseq, index=index,
+                                   priority=rng.randrange(4), fanin=fanin, grads=grads))
+        order = [(rnd, w) for rnd in rounds for w in rng.sample(range(rnd["fanin"]), rnd["fanin"])]
+        rng.shuffle(order)
+        out, sent, lost = [], [], []
+
+        def contribution(rnd, w, **flags):
+            raw = bytearray(bytes(ina_packet(w, rnd["jobseq"], rnd["index"], rnd["grads"][w], fanin=rnd["fanin"],
+                                             priority=rnd["priority"], ecn=int(rng.random() < AGG_ECN), **flags)))
+            if rng.random() < AGG_CE:
+                raw[IP_TOS] |= wire.ECN_CE          # the IP header's ECN field (its checksum is not checked)
+            return bytes(raw)
+        for rnd, w in order:
+            if rng.random() < AGG_LOSS:
+                lost.append((rnd, w))
+                continue
+            out += items(contribution(rnd, w, overflow=int(rng.random() < AGG_OVERFLOW)), 1 + w)
+            sent.append((rnd, w))
+            if not switchml and rng.random() < AGG_RESEND:
+                out += items(contribution(rnd, w, resend=1), 1 + w)
+            if rng.random() < AGG_DUP:
+                d, dw = rng.choice(sent)
+                out += items(contribution(d, dw), 1 + dw)
+            if not switchml and rng.random() < AGG_ACK:
+                js = rnd["jobseq"] if rng.random() < 0.5 else 0xDEAD0000 | rng.randrange(1 << 16)
+                out += items(ina_packet(0, js, rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
+                                        overflow=int(rng.random() < 0.3), resend=int(rng.random() < 0.3)), 0)
+            if rng.random() < AGG_JUNK:
+                out += items(_agg_junk(rng, V, rng.randrange(AGG_JUNK_KINDS), P), rng.randrange(W + 1))
+        for rnd, w in lost:
+            out += items(contribution(rnd, w, **({} if switchml else {"resend": 1})), 1 + w)
+        if not switchml:
+            for rnd in rounds:
+                out += items(ina_packet(0, rnd["jobseq"], rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
+                                        bitmap=(1 << rnd["fanin"]) - 1), 0)
+        return out
+    episodes, turn = [produce() for _ in range(AGG_EPISODES)], [0]
+    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(_agg_junk(rng, V, kind, P), 1)]
+
+    def again():
+        turn[0] += 1
+        return episodes[(turn[0] - 1) % len(episodes)]
+    return _exact(again)
+
+
+# --- MRC EV selector --------------------------------------------------------------------------------------
+
+#: Weights of the EV selector's requests: no event, then each kind of ``EVENT_KINDS``, then an undefined code.
+EV_WEIGHTS = (20, 20, 15, 15, 15, 3, 10, 2)
+#: Each ``EV_CYCLE`` requests: a drought (``EV_DROUGHT`` requests of losses and denials only: slots go vacant,
+#: losses are suppressed, selections stall), then a flood (``EV_FLOOD`` backups only: the slots refill, the
+#: FIFOs overflow), then the mix of ``EV_WEIGHTS``.
+EV_DROUGHT, EV_FLOOD, EV_CYCLE = 150, 40, 600
+
+
+def ev_selector(component, rng):
+    """Requests of every kind against the selector's state: a shadow ``EvSelectorModel`` fed the same requests
+    picks, most of the time, a usable slot and the EV it holds now (so ``ecn``, ``trim``, ``loss``, ``deny``
+    act instead of being ``stale``) and a probe pool entry's EV (so probes succeed, fail and restore); otherwise a
+    random EV of a small set. Backups fill every slot first (``ev_requests``'s opening) and come back at random, with a
+    drought and a flood every ``EV_CYCLE`` requests (vacant slots, ``demote_suppressed``, ``no_ev``, the pool
+    and the FIFOs full); ``want`` is random; undefined kind codes too."""
+    p = component.params
+    shadow = EvSelectorModel(p)
+    universe = p.n_ev + p.planes * p.backup_depth + p.probe_slots
+    state = {"n": 0}
+
+    def ev_of(slot):
+        return shadow.slots[slot][0] if rng.random() < 0.8 else rng.randrange(universe)
+
+    def request():
+        n, state["n"] = state["n"], state["n"] + 1
+        if n < p.n_ev:
+            return {"want": 0, "event": {"valid": 1, "kind": EVENT_KINDS.index("backup"), "plane": n % p.planes,
+                                         "ev": n}}
+        phase = (n - p.n_ev) % EV_CYCLE
+        weights = [0] * len(EV_WEIGHTS) if phase < EV_DROUGHT + EV_FLOOD else list(EV_WEIGHTS)
+        if phase < EV_DROUGHT:
+            weights[1 + EVENT_KINDS.index("loss")], weights[1 + EVENT_KINDS.index("deny")] = 3, 2
+        elif phase < EV_DROUGHT + EV_FLOOD:
+            weights[1 + EVENT_KINDS.index("backup")] = 1
+        code = rng.choices(range(len(weights)), weights)[0] - 1
+        usable = [k for k, (_, st) in enumerate(shadow.slots) if st in (GOOD, SKIP)]
+        slot = rng.choice(usable) if usable and rng.random() < 0.8 else rng.randrange(p.n_ev)
+        if code < 0:
+            return {"want": rng.random() < 0.7, "event": {"valid": 0}}
+        if code >= len(EVENT_KINDS):
+            return {"want": rng.random() < 0.7, "event": {"valid": 1, "kind": code, "slot": slot,
+                                                          "ev": ev_of(slot)}}
+        kind = EVENT_KINDS[code]
+        event = {"valid": 1, "kind": code}
+        if kind == "backup":
+            event.update(plane=rng.randrange(p.planes), ev=rng.randrange(universe))
+        elif kind == "probe":
+            index = rng.randrange(p.probe_slots)
+            entry = shadow.pool[index]
+            event.update(index=index, ok=int(rng.random() < 0.8),
+                         ev=entry[0] if entry is not None and rng.random() < 0.9 else rng.randrange(universe))
+        else:
+            event.update(slot=slot, ev=ev_of(slot), last_hop=int(rng.random() < 0.3))
+        return {"want": int(rng.random() < 0.7), "event": event}
+
+    def produce():
+        item = request()
+        item = {"want": int(item["want"]), "event": {"valid": 0, "kind": 0, "slot": 0, "ev": 0, "last_hop": 0,
+                                                     "index": 0, "ok": 0, "plane": 0, **item["event"]}}
+        shadow.tick(item["want"], shadow.decode(item["event"])[0])
+        return [item]
+    return _exact(produce)
+
+
+# --- DBLP bounded-loss round tracker ------------------------------------------------------------------------
+
+#: Chances per round: a packet lost (later resent with RETX, as a NACK's answer would), duplicated; the round
+#: shuffled, given a random id (a slot collision, a round id wrapping), followed by a malformed packet or by a
+#: late packet of an earlier round; a phase-table row written (sometimes a rejected one).
+DBLP_LOSS, DBLP_DUP, DBLP_SHUFFLE, DBLP_RANDOM_ID, DBLP_MALFORMED, DBLP_LATE, DBLP_CFG = (
+    0.1, 0.05, 0.5, 0.3, 0.05, 0.1, 0.05)
+#: Chance that a round's lost packets are never resent (it closes BOUNDED or ABORT at its deadline).
+DBLP_ABANDON = 0.3
+
+
+def _dblp_malformed(p):
+    """One packet of each way a shim is malformed (as testbenches/test_bounded_loss_tracker.py names them)."""
+    good = dict(job=1, round=2, idx=0, cnt=4)
+    return [dblp_packet(ver=2, **good), dblp_packet(fresv=1, **good), dblp_packet(resv=1, **good),
+            dblp_packet(resv2=1, **good), dblp_packet(phase=p.phases, **good),
+            dblp_packet(job=1, round=2, idx=0, cnt=0), dblp_packet(job=1, round=2, idx=0, cnt=p.e_max + 1),
+            dblp_packet(job=1, round=2, idx=4, cnt=4), bytes(dblp_packet(**good))[:wire.DBLP_HEADER_BYTES - 1],
+            dblp_packet(port=p.port + 1, **good)]
+
+
+def bounded_loss_tracker(component, rng):
+    """The phase table configured first (random tau and deadline per phase; phase 0 tau >= 1/2), then rounds
+    of random E on random phases under loss, duplicates, reordering, slot collisions, malformed shims and late
+    packets (see the ``DBLP_*`` rates), the lost packets resent (RETX) some rounds later (some rounds close FULL
+    after NACKs) or never (``DBLP_ABANDON``: BOUNDED or ABORT at the deadline); phase-table writes mid-traffic. The
+    opening sends one packet of each malformed kind and a round of one packet (``full``) and the
+    configuration a rejected row (``cfg_rejected``), by construction."""
+    p = component.params
+    template = bytes(dblp_packet(payload=bytes(4), rng=rng))
+    malformed = [bytes(raw) for raw in _dblp_malformed(p)]
+    top = (1 << p.deadline_bits) - 1
+
+    def packet(job, rnd, idx, cnt, phase, retx=False):
+        raw = bytearray(template)
+        flags = (wire.DBLP_LAST if idx == cnt - 1 else 0) | (wire.DBLP_RETX if retx else 0)
+        struct.pack_into(wire.DBLP_STRUCT, raw, wire.DBLP_OFFSET, wire.DBLP_VERSION << 4 | flags, phase << 4,
+                         job, rnd & 0xFFFF, idx, cnt, 0)
+        return _beats(component, raw)
+
+    def row():
+        return {"cmd": {"phase": rng.randrange(p.phases), "tau": rng.randrange(256),
+                        "deadline": rng.randrange(1, min(300, top) + 1)}}
+    opening = [{"cmd": {"phase": 0, "tau": rng.randrange(128, 256), "deadline": min(1000, top)}},
+               *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}
+                 for ph in range(1, p.phases)),
+               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}}]
+    opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
+    state = {"n": 0, "opening": opening}
+    pending, earlier = collections.deque(), []
+
+    def produce():
+        out = []
+        while not out:                  # a round may be all lost, and nothing else sent with it
+            out = next_round()
+        return out
+
+    def next_round():
+        if state["opening"]:
+            out, state["opening"] = state["opening"], None
+            return out
+        n, state["n"] = state["n"], state["n"] + 1
+        job, phase = rng.randrange(3), rng.randrange(p.phases)
+        rnd = rng.randrange(1 << 16) if rng.random() < DBLP_RANDOM_ID else n % (2 * p.rounds)
+        cnt = rng.choice([1, 2, rng.randrange(1, p.e_max + 1)])
+        sent = [idx for idx in range(cnt) if rng.random() >= DBLP_LOSS]
+        sent += [rng.randrange(cnt) for _ in range(cnt) if rng.random() < DBLP_DUP]
+        if rng.random() < DBLP_SHUFFLE:
+            rng.shuffle(sent)
+        out = [beat for idx in sent for beat in packet(job, rnd, idx, cnt, phase)]
+        lost = [idx for idx in range(cnt) if idx not in sent]
+        if lost and rng.random() >= DBLP_ABANDON:
+            pending.append((n + rng.randrange(1, 6), [beat for idx in lost
+                                                      for beat in packet(job, rnd, idx, cnt, phase, retx=True)]))
+        while pending and pending[0][0] <= n:
+            out += pending.popleft()[1]
+        if rng.random() < DBLP_MALFORMED:
+            out += _beats(component, rng.choice(malformed))
+        if earlier and rng.random() < DBLP_LATE:
+            out += rng.choice(earlier)
+        earlier[:] = (earlier + [packet(job, rnd, 0, cnt, phase)])[-8:]
+        if rng.random() < DBLP_CFG:
+            out.append(row() if rng.random() < 0.8 else {"cmd": {"phase": rng.randrange(p.phases), "tau": 256,
+                                                                  "deadline": 0}})
+        return out
     return _exact(produce)

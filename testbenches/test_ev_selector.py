@@ -358,8 +358,9 @@ async def reset_mid_traffic(dut):
 
 PARAMS = {
     "default": EvSelectorParams(),
-    #: 3 planes of 2 slots, floor = every slot, tiny FIFOs and pool, 3-bit counters, 20-bit EVs.
-    "small": EvSelectorParams(n_ev=6, planes=3, min_active=4, backup_depth=2, probe_slots=2, probe_ok_n=2,
+    #: 3 planes of 2 slots, floor = every slot, tiny FIFOs (3: a depth not a power of 2 wraps its pointers by
+    #: compare) and pool, 3-bit counters, 20-bit EVs.
+    "small": EvSelectorParams(n_ev=6, planes=3, min_active=4, backup_depth=3, probe_slots=2, probe_ok_n=2,
                               ev_bits=21, counter_bits=3),
 }
 

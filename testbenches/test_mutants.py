@@ -9,6 +9,7 @@ import time
 import pytest
 
 from registry import ROOT, block
+from tools import sections
 from tools.mutants import generate
 
 pytestmark = pytest.mark.xdist_group("mutants")
@@ -56,7 +57,8 @@ SAMPLE = ("full = Mux(parser.first, port_ok & (counts[port] == C), full_held)", 
 
 
 def test_sample_killed():
-    """Faults in the spill node's FIFO-full test: the testbench kills each."""
+    """Faults in the spill node's FIFO-full test: the testbench kills each (the testbench stage alone:
+    no screening, no proofs, no miter)."""
     matches = [arg for text in SAMPLE for arg in ("--match", text)]
     listed = subprocess.run([sys.executable, "-m", "tools.mutants", "spillway.node", "--list", *matches], cwd=ROOT,
                             capture_output=True, text=True)
@@ -64,11 +66,12 @@ def test_sample_killed():
     assert listed.returncode == 0 and count >= 2, listed.stdout + listed.stderr
     out = ROOT / "build" / "mutants-selftest" / "sample"        # not the user's tables in build/mutants
     shutil.rmtree(out, ignore_errors=True)
-    result = subprocess.run([sys.executable, "-m", "tools.mutants", "spillway.node", *matches, "--no-formal",
-                             "--no-baseline", "--out", str(out.relative_to(ROOT))], cwd=ROOT, capture_output=True,
-                            text=True, timeout=1200)
+    result = subprocess.run([sys.executable, "-m", "tools.mutants", "spillway.node", *matches, "--no-screen",
+                             "--no-formal", "--no-miter", "--no-baseline", "--out", str(out.relative_to(ROOT))],
+                            cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stderr
-    assert f"killed by simulation {count}/{count} (100 %)" in result.stdout, result.stdout
+    assert f"testbench {count}, proof 0, proved equiv 0, bounded equiv 0, argued equiv 0, survivors 0; killed by " \
+           "simulation 100.0 %" in result.stdout, result.stdout
 
 
 def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
@@ -81,14 +84,15 @@ def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
     (ROOT / "build" / "mutants-selftest").mkdir(parents=True, exist_ok=True)
     rows = [dict(id=1, operator="cmp", line=3, sim="pass", formal="pass", before="x = a < b", after="x = (a <= b)"),
             dict(id=2, operator="drop", line=4, sim="fail", formal="pass", before="m.d.sync += y", after="pass")]
-    mutants.report("demo", lambda line: f"hdl/demo.py:{line}", rows, True)
+    mutants.report("demo", lambda line: f"hdl/demo.py:{line}", rows)
     out = capsys.readouterr().out
-    assert "equivalent #1 cmp hdl/demo.py:3: x = a < b  ->  x = (a <= b): a never equals b" in out, out
-    assert "0 invalid, 1 equivalent; of the other 1, killed by simulation 1/1 (100 %), by formal 0/1 (0 %)" in out, out
-    assert "survivor" not in out, out
+    assert "argued equivalent #1 cmp hdl/demo.py:3: x = a < b  ->  x = (a <= b): a never equals b" in out, out
+    assert "2 mutants: invalid 0, screening 0, testbench 1, proof 0, proved equiv 0, bounded equiv 0, " \
+           "argued equiv 1, survivors 0; killed by simulation 100.0 % of the non-equivalent" in out, out
+    assert "survivor #" not in out, out
     argued.write_text('[[demo]]\nbefore = "x = a < b"\nafter = "x = (a <= b)"\nnth = 1\nwhy = "the second"\n')
     mutants.report("demo", lambda line: f"hdl/demo.py:{line}",
-                   [dict(rows[0], nth=0), dict(rows[0], id=3, line=5, nth=1)], True)
+                   [dict(rows[0], nth=0), dict(rows[0], id=3, line=5, nth=1)])
     out = capsys.readouterr().out
     assert "equivalent #3" in out and "survivor #1" in out, "nth: only that mutant of the line text"
 
@@ -112,7 +116,7 @@ def test_equivalences_are_mutants():
 def test_rerun_merges(monkeypatch, capsys):
     """A run of some mutants replaces their rows of the block's CSV and keeps the others; rows of
     mutants the source no longer has are dropped, moved lines are followed; the summary counts the
-    merged table."""
+    merged table, and ``--docs`` writes it into the page's generated section (here a page of the test's)."""
     from tools import mutants
     out = ROOT / "build" / "mutants-selftest" / "merge"
     shutil.rmtree(out, ignore_errors=True)
@@ -124,10 +128,10 @@ def test_rerun_merges(monkeypatch, capsys):
                               formal="pass", before=m.describe(source)[0], after=m.describe(source)[1])
     stale = dict(row(second, "pass"), after="no such mutant")
     where = mutants.Sources(block("ev_expander").sources()).where
-    mutants.report("ev_expander", where, [row(first, "pass"), row(second, "pass"), stale], True)
+    mutants.report("ev_expander", where, [row(first, "pass"), row(second, "pass"), stale])
     rows = mutants.merged("ev_expander", source, [dict(row(second, "fail"), formal="fail")])
     assert [(r["id"], r["sim"]) for r in rows] == [(first.id, "pass"), (second.id, "fail")]
-    mutants.report("ev_expander", where, rows, True)
+    mutants.report("ev_expander", where, rows)
     capsys.readouterr()
     mutants.main(["ev_expander", "--again", "--list"])
     assert [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()] == [first.id], "--again: survivors"
@@ -136,8 +140,16 @@ def test_rerun_merges(monkeypatch, capsys):
     capsys.readouterr()
     mutants.summary(["ev_expander"])
     line = capsys.readouterr().out.splitlines()[1].split()
-    assert line[:3] == ["ev_expander", str(len(generate(source))), "2"], line
-    assert f"#{first.id}" in line and "1/2" in line, line
+    assert line == ["ev_expander", str(len(generate(source))), "2", "0", "0", "1", "0", "0", "0", "0", "1", "50.0",
+                    "%"], "invalid, screening, testbench, proof, proved, bounded, argued, survivors; simulation 1 of 2"
+    out = ROOT / "build" / "mutants-selftest" / "docs.md"
+    out.write_text("# page\n\n<!-- mutants -->\n<!-- /mutants -->\n")
+    monkeypatch.setattr(mutants, "DOCS", out)
+    mutants.main(["ev_expander", "--docs"])
+    table = sections.body(out, "mutants").splitlines()
+    assert table[0].startswith("| block | mutants | run | invalid | screening | testbench | proof |"), table
+    assert table[2] == f"| ev_expander | {len(generate(source))} | 2 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 | 50.0 % |", table
+    assert table[-1].startswith(f"- ev_expander #{first.id} `hdl/ev_expander.py:"), "each survivor, with its line"
 
 
 def test_sim_tests_exist():
@@ -197,3 +209,120 @@ def test_xdist_failure_is_a_kill(tmp_path):
         assert mutants._pytest(tmp_path, ["test_pass.py"], 1, jobs, 600) == "pass", jobs
         with pytest.raises(RuntimeError, match="could not run test_broken.py"):
             mutants._pytest(tmp_path, ["test_broken.py"], 1, jobs, 600)
+
+
+#: Elaborate a registered block with its soak parameters (in a tree) and print its RTLIL without source
+#: locations, for each mutant forced (``schemata.forcing``) given on the command line, or as it is.
+ELABORATE = """
+import sys
+from amaranth.back import rtlil
+from registry import block
+from testbenches.checked import soak_params
+from tools import schemata
+b = block(sys.argv[1])
+params = b.make_params(soak_params(b.name)['params'])
+for n in [int(a) for a in sys.argv[2:]] or [None]:
+    with schemata.forcing(n):
+        try:
+            text = rtlil.convert(b.build(params), emit_src=False)
+        except Exception as error:
+            text = 'invalid: ' + type(error).__name__
+    print(repr(text))
+"""
+
+
+def _elaborate(tree, name, *forced):
+    done = subprocess.run([sys.executable, "-c", ELABORATE, name, *map(str, forced)], cwd=tree, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [ast.literal_eval(line) for line in done.stdout.splitlines()]
+
+
+def test_schemata_forced_is_the_ast_mutant(tmp_path):
+    """Mutant n of a block's schemata, forced, elaborates to the very netlist of the AST mutant n (the
+    mutant numbers and CSVs of the two are one), and the design forced to the original to the design's;
+    the schemata holds every mutant as a run-time choice or an elaboration-time value. The sample: two of
+    each operator of the chunk bitmap, and its static (elaboration-time) mutants' first two."""
+    from tools import schemata
+    from tools.mutants import Sources, copy_tree
+    b = block("chunk_bitmap")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    held = set()
+    for path, text, start in zip(sources.paths, sources.texts, sources.starts):
+        held |= schemata.rewrite(text, mutants, start - 1)[1]
+    assert held == {m.id for m in mutants}, "every mutant is in the schemata"
+    sample = [m for op in ("cmp", "const", "arith", "logic", "drop")
+              for m in [x for x in mutants if x.operator == op][:2]]
+    sample += [m for m in mutants if "Signal(range(" in m.describe(sources.text)[0]][:2]
+    rewritten, plain = tmp_path / "schemata", tmp_path / "ast"
+    copy_tree(rewritten)
+    schemata.write(sources, mutants, rewritten)
+    copy_tree(plain)
+    forced = _elaborate(rewritten, b.name, schemata.ORIGINAL, *(m.id for m in sample))
+    assert forced[0] == _elaborate(plain, b.name)[0], "forced to the original: the design"
+    for m, netlist in zip(sample, forced[1:]):
+        sources.write(plain, m.apply(sources.text))
+        assert netlist == _elaborate(plain, b.name)[0], f"#{m.id} {m.describe(sources.text)}"
+
+
+def test_screening_small_block(tmp_path):
+    """The spill link's delay line, screened on one build of its schemata: the design passes its soak
+    traffic, and each mutant the delay line elaborates is judged by the checked engine's verdict; the
+    schemata's run-time choice of a mutant says what a build of that mutant alone (forced) says."""
+    import json
+
+    from tools import campaign, schemata
+    from tools.mutants import Sources, copy_tree
+    b = block("spillway.link")
+    assert campaign.designs(b) == [("spillway.link", None), ("spillway.switch", None), ("spillway.top", None)]
+    sources = Sources(b.sources())
+    tree = tmp_path / "schemata"
+    copy_tree(tree)
+    schemata.write(sources, generate(sources.text), tree)
+
+    def screen(*args):
+        subprocess.run([sys.executable, "-m", "tools.screening", b.name, "--out", "out.json", "--packets", "2000",
+                        *args], cwd=tree, check=True, capture_output=True, timeout=900)
+        return json.loads((tree / "out.json").read_text())
+    report = screen()
+    selected = sorted(int(n) for n, seen in report["outcomes"].items() if seen == ["selected"])
+    assert selected and sorted(map(int, report["results"])) == selected, report["outcomes"]
+    killed = [n for n in selected if report["results"][str(n)]["killed"]]
+    assert killed and all(report["results"][str(n)]["reason"].startswith("checked: ") for n in killed), report
+    for n in (killed[0], selected[-1]):
+        alone = screen("--force", str(n))["results"][str(n)]
+        assert alone["killed"] == report["results"][str(n)]["killed"], (n, alone, report["results"][str(n)])
+
+
+def test_miter_proves_a_known_equivalent(tmp_path):
+    """The in-switch spill buffer's round-robin pointer stored as P after port P - 1 (instead of 0) was
+    argued equivalent in tools/equivalent_mutants.toml; the miter proves it (Yosys's equivalence passes
+    over the two netlists from the same initial state)."""
+    from tools import schemata
+    from tools.mutants import Sources, copy_tree
+    b = block("spillway.inswitch")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    rr = [m for m in mutants if m.describe(sources.text)[1].endswith("Mux(chosen == (P + 1), 0, chosen + 1))")]
+    assert len(rr) == 1, "the argued mutant is still a mutant of the spill core"
+    tree = tmp_path / "schemata"
+    copy_tree(tree)
+    schemata.write(sources, mutants, tree)
+    code = ("import sys; from pathlib import Path; from tools.miter import proof; "
+            f"sys.exit(0 if proof({b.name!r}, {rr[0].id}, None, Path('equiv'), 600) else 1)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-2000:]
+
+
+def test_run_mutant(tmp_path):
+    """One mutant of one block through the stages, as a distributed campaign takes it: the delay line's
+    mutant #37 (its input never ready) is killed by screening, and its CSV row says so; an unknown option
+    is a TypeError naming it."""
+    from tools.mutants import _fate, run_mutant
+    with pytest.raises(TypeError, match="no_such_option"):
+        run_mutant("spillway.link", 37, no_such_option=1)
+    row = run_mutant("spillway.link", 37, packets=2000, out=str(tmp_path), no_formal=True, no_miter=True)
+    assert row["id"] == 37 and row["screen"] == "killed" and _fate(row, {}) == "screening", row
+    assert row["reason"].startswith("spillway.link: checked: "), row
+    assert not (tmp_path / "spillway.link.csv").exists(), "the row is the caller's to merge"

@@ -8,7 +8,8 @@ the counters are compared. The traffic is a seeded pool of ``POOL`` packets draw
 a few hundred packets a second, the simulation takes ~10^5 a second) and sent round after round, so
 the same packets meet a block in ever new states. The blocks with a configuration or command stream
 (a ``traffic`` in the registry: the progress file, the uSID forwarder, the EV expander, the chunk
-bitmap) run configured instead: their traffic carries the commands that set them up and change them
+bitmap; and the aggregator, whose rounds would otherwise all complete in order) run configured
+instead: their traffic carries the commands that set them up and change them
 (sent on the block's ``cfg``/``cmd`` stream, applied to the model in the same place) and packets that
 fit, and the run must end with every counter of the registry's ``reached`` above 0 (reached by
 construction, some after a number of packets). ``INNET_SOAK=k`` runs k x 1e5

@@ -15,32 +15,43 @@ source-level operators on the code that builds logic (functions that add to ``m.
 ``Assert``/``Assume``/``Cover`` calls in a block's source (invariants for the proofs) are not
 mutated: they are verification code, not the design.
 
-``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant is applied to a
-copy of the repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate
-or emit is ``invalid``. The others run the block's simulations (``sim_tests``: its testbench
-``registry.Block.testbench()``, the other testbenches that exercise it, its soak run) and its
-proofs (``Block.proofs()``), each stopping at the first failure; a mutant is killed by
-simulation, by formal, or survives. The report (terminal and ``build/mutants/<block>.csv``) gives
-the kill rates and every survivor with its line, to be killed by a new test or property or argued
-equivalent in ``tools/equivalent_mutants.toml`` (the rates count the other mutants).
+``--n`` draws that many with ``--seed`` (the same sample every time). Each mutant goes through the
+stages until one decides it (``_fate``):
+
+1. *screening* (tools/campaign.py, tools/screening.py): every mutant of the block in one design, a
+   mutant schemata (tools/schemata.py) picked by a mutant-select input, in
+   ``build/mutants/<block>/schemata``; the checked engine runs the soak traffic against each mutant in
+   turn at C++ speed, the golden model's expected outputs computed once; the first mismatch kills;
+2. the survivors run the block's simulations (``sim_tests``: its testbench
+   ``registry.Block.testbench()``, the other testbenches that exercise it, its soak run) and its proofs
+   (``Block.proofs()``), each stopping at the first failure, each an AST mutant applied to a copy of the
+   repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate is ``invalid``;
+3. what is left goes to the *miter* (tools/miter.py): proved equivalent to the design, or not;
+4. only then does a survivor need an argument in ``tools/equivalent_mutants.toml``, or a new test or
+   property that kills it.
+
+The report (terminal and ``build/mutants/<block>.csv``) counts the mutants each stage decided, the share
+of the non-equivalent ones simulation (screening and testbenches) killed, and lists every survivor with
+its line and why it is left; ``--summary`` prints the table of every block's CSV, ``--docs`` writes it
+into docs/verification.md.
 """
 import ast
 import csv
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 import xml.etree.ElementTree as ElementTree
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import registry
 from registry import ROOT, block
+from tools import campaign, schemata, sections
 from tools.cli import Parser, integer, run
 
 OUT = ROOT / "build" / "mutants"
@@ -55,6 +66,10 @@ KILLED = ("fail", "timeout")
 SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 #: Seconds a mutant's test run may take before it counts as killed (a hang the tests' bounds missed).
 TIMEOUT = 1800
+#: Packets of soak traffic a screening run sends (the soak's 1e5), and the miter's bounded depth.
+PACKETS, DEPTH = 100_000, 10
+#: The page holding the campaign's table (``--docs``).
+DOCS = ROOT / "docs" / "verification.md"
 
 
 #: The line that joins a block's source files into the one text its mutants are numbered over.
@@ -232,7 +247,7 @@ def _pytest(tree, paths, seed, jobs, timeout):
             try:
                 output, _ = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                campaign.kill_session(process.pid)
                 process.communicate()
                 return "timeout"
         if process.returncode == 0:
@@ -259,7 +274,8 @@ def valid(tree, name):
     return subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True).returncode == 0
 
 
-def main(argv=None):
+def parser():
+    """The command line of ``main`` (and the options ``run_mutant`` takes)."""
     parser = Parser(prog="mutants", description=__doc__.split("\n\n")[0])
     parser.add_argument("block", help="a registered block, or all (every block with logic of its own)")
     parser.add_argument("--n", type=integer(1), default=None, help="mutants to draw per block (default: all)")
@@ -269,36 +285,66 @@ def main(argv=None):
     parser.add_argument("--id", type=integer(0), action="append", default=[],
                         help="only this mutant (repeatable; the numbers --list and the report print)")
     parser.add_argument("--again", action="store_true",
-                        help="only the mutants of the block's CSV that simulation or formal let pass (and are not "
-                             "argued equivalent), each run again where it passed (after a new test or property)")
+                        help="only the mutants of the block's CSV that no stage killed or showed equivalent (and "
+                             "are not argued equivalent), run again (after a new test or property)")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
+    parser.add_argument("--docs", action="store_true",
+                        help="write that table into docs/verification.md, run nothing")
     parser.add_argument("--out", default=None,
                         help="directory of the trees and CSVs, under the repository (default build/mutants)")
-    parser.add_argument("--jobs", type=integer(0), default=0, help="pytest-xdist workers per run (0 = none)")
-    parser.add_argument("--no-formal", action="store_true", help="simulation only")
+    parser.add_argument("--jobs", type=integer(0), default=0,
+                        help="processes at a time (screening, miter) and pytest-xdist workers per test run (0 = 1, "
+                             "no xdist)")
+    parser.add_argument("--packets", type=integer(1), default=PACKETS, help=f"screening packets ({PACKETS})")
+    parser.add_argument("--depth", type=integer(1), default=DEPTH, help=f"the miter's bounded depth ({DEPTH})")
+    parser.add_argument("--no-screen", action="store_true", help="no screening: every mutant runs the testbenches")
+    parser.add_argument("--no-formal", action="store_true", help="no proofs")
+    parser.add_argument("--no-miter", action="store_true", help="no equivalence miter")
     parser.add_argument("--no-baseline", action="store_true",
-                        help="skip the unmutated run (when the suite has just run the block's tests)")
-    args = parser.parse_args(argv)
+                        help="skip the unmutated run of the testbenches (when the suite has just run them)")
+    return parser
+
+
+def _use_out(args):
     if args.out is not None:
         global OUT
         OUT = ROOT / args.out
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    _use_out(args)
     if args.block == "all":
         if args.match or args.id:
             raise ValueError("--match and --id need one block, not all")
         names = [n for n in registry.names() if generate(Sources(block(n).sources()).text)]
     else:
         names = [block(args.block).name]
+    if args.docs:
+        changed = sections.rewrite(DOCS, "mutants", markdown(names))
+        print(f"{'written' if changed else 'unchanged'}: {DOCS.relative_to(ROOT)} (mutants table)")
+        return
     if not args.summary:
-        for name in names:
-            run_block(name, args)
+        plans = [plan for plan in (select(name, args) for name in names) if plan]
+        if plans and not args.list:
+            campaign_run(plans, args)
     if args.summary or len(names) > 1:
         summary(names)
 
 
-def run_block(name, args):
-    """``args``' mutants of block ``name``: listed, or run and reported (merged into its CSV)."""
+@dataclass
+class Plan:
+    """The mutants of one block a run takes (``mutants``), of all its mutants (``every``) on ``sources``."""
+    block: object
+    sources: Sources
+    every: list
+    mutants: list
+
+
+def select(name, args):
+    """The ``Plan`` of block ``name`` for ``args`` (listed and None with ``--list``)."""
     b = block(name)
     sources = Sources(b.sources())
     path, source = " ".join(sources.paths), sources.text
@@ -315,48 +361,124 @@ def run_block(name, args):
             raise ValueError(f"--id {n}: {path} has mutants 0..{len(every) - 1}")
     if args.id:
         mutants = [m for m in mutants if m.id in args.id]
-    earlier = {}                # --again: the earlier rows, whose kills stand
     if args.again:
         argued = equivalent(b.name)
-        earlier = {r["id"]: r for r in merged(b.name, source, [])
-                   if "pass" in (r["sim"], r["formal"]) and not why_of(argued, r)}
-        mutants = [m for m in mutants if m.id in earlier]
+        left = {int(r["id"]) for r in merged(b.name, source, []) if _fate(r, argued) == "survivor"}
+        mutants = [m for m in mutants if m.id in left]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
         for m in mutants:
             before, after = m.describe(source)
             print(f"{m.id:4} {m.operator:6} {sources.where(m.line)}: {before}  ->  {after}")
-        return
+        return None
+    return Plan(b, sources, every, mutants)
+
+
+def run_mutant(name, mutant, **options):
+    """Mutant ``mutant`` (its id, as ``--list`` prints it) of block ``name`` through every stage, as the
+    campaign takes it (screening on its block's schemata, then its testbenches and proofs, then the
+    miter); returns its CSV row (a dict; ``_fate`` tells what became of it), without merging it into the
+    block's CSV (``merged`` and ``report`` do that). ``options`` are the command line's (``jobs=2``,
+    ``no_formal=True``, ``out="build/mutants-w1"``: a directory of its own per concurrent caller); the
+    unmutated baseline is skipped unless ``no_baseline=False``."""
+    args = parser().parse_args([name, "--id", str(mutant)])
+    unknown = set(options) - set(vars(args)) - {"block", "id"}
+    if unknown:
+        raise TypeError(f"run_mutant: unknown options {', '.join(sorted(unknown))}")
+    vars(args).update({"no_baseline": True, **options})
+    global OUT
+    before = OUT
+    try:
+        _use_out(args)
+        plan = select(block(name).name, args)
+        return decide([plan], args, campaign.Progress(1))[plan.block.name][0]
+    finally:
+        OUT = before
+
+
+def campaign_run(plans, args):
+    """Every stage on the plans' mutants (``decide``), then the report of each block (merged into its CSV)."""
+    progress = campaign.Progress(sum(len(p.mutants) for p in plans))
+    rows = decide(plans, args, progress)
+    for p in plans:
+        progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
+        report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows[p.block.name]))
+
+
+def decide(plans, args, progress):
+    """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
+    survivors, the miter of what is left."""
+    jobs = max(1, args.jobs)
+    verdicts = {p.block.name: {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants} for p in plans}
+    if not args.no_screen:
+        screenings = []
+        for p in plans:
+            tree = OUT / p.block.name / "schemata"
+            copy_tree(tree)
+            schemata.write(p.sources, p.every, tree)
+            screenings.append(campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed))
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(lambda s: s.run(progress), screenings))
+            tasks = [(s, n) for s in screenings for n in s.statics()]
+            for (s, n), fate in zip(tasks, pool.map(lambda task: task[0].force(task[1]), tasks)):
+                progress({(s.b.name, n)} if fate != "pass" else (),
+                         f"screening {s.b.name} #{n} on a build of its own: {fate}")
+        for s in screenings:
+            verdicts[s.b.name].update(s.verdicts())
+    rows = {}
+    for p in plans:
+        rows[p.block.name] = testbenches(p, verdicts[p.block.name], args, progress)
+    if not args.no_miter:
+        left = [(p, r) for p in plans for r in rows[p.block.name]
+                if _fate(r, {}) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
+        with ThreadPoolExecutor(jobs) as pool:
+            for (p, row), (verdict, detail) in zip(left, pool.map(lambda t: campaign.miter(
+                    t[0].block, OUT / t[0].block.name / "schemata", t[1]["id"],
+                    verdicts[t[0].block.name][t[1]["id"]]["place"], args.depth), left)):
+                row["miter"], row["reason"] = verdict, detail
+                progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
+    return rows
+
+
+def testbenches(p, verdicts, args, progress):
+    """Today's stage: the mutants of plan ``p`` that screening let pass (all with ``--no-screen``) run the
+    block's simulations and proofs, each an AST mutant in a copy of the repository, each stopping at
+    the first failure; returns every mutant's row."""
+    b, sources = p.block, p.sources
+    source, rank = sources.text, _ranks(sources.text, p.every)
+    going = [m for m in p.mutants if verdicts[m.id]["screen"] in ("pass", "-")]
     tree = OUT / b.name / "tree"
-    copy_tree(tree)
     sims, proofs = sim_tests(b), [b.proofs()]
     formal = b.formal and not args.no_formal
-    print(f"mutants: {b.name}: {len(mutants)} mutants, seed {args.seed}"
-          + ("" if args.no_baseline else "; baseline run first"), flush=True)
-    if not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT) != "pass" or (
-            formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
-        raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
-    rows, started, rank = [], time.monotonic(), _ranks(source, every)
+    if going:
+        copy_tree(tree)
+        if not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT) != "pass" or (
+                formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
+            raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
+    rows = []
     try:
-        for n, m in enumerate(mutants, 1):
+        for m in p.mutants:
             before, after = m.describe(source)
+            verdict = verdicts[m.id]
+            row = dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], screen=verdict["screen"],
+                       sim="-", formal="-", miter="-", before=before, after=after, reason=verdict["reason"])
+            rows.append(row)
+            if m not in going:
+                continue
             sources.write(tree, m.apply(source))
-            before_run = earlier.get(m.id, {})
             if not valid(tree, b.name):
-                sim = form = "invalid"
+                row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
             else:
-                sim = before_run.get("sim") if before_run.get("sim") in KILLED else _pytest(
-                    tree, sims, args.seed, args.jobs, TIMEOUT)
-                form = "-" if not formal else before_run.get("formal") if before_run.get("formal") in KILLED else (
-                    _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT))
-            rows.append(dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], sim=sim, formal=form,
-                             before=before, after=after))
-            print(f"mutants: [{n}/{len(mutants)}, {time.monotonic() - started:.0f} s] #{m.id} {m.operator} "
-                  f"line {m.line}: sim {sim}, formal {form}", flush=True)
+                row["sim"] = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT)
+                if formal and row["sim"] not in KILLED:
+                    row["formal"] = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT)
+            progress({(b.name, m.id)} if _fate(row, {}) != "survivor" else (),
+                     f"{b.name} #{m.id} {m.operator} {sources.where(m.line)}: sim {row['sim']}, formal {row['formal']}")
     finally:
-        sources.write(tree, source)
-    report(b.name, sources.where, merged(b.name, source, rows), formal)
+        if going:
+            sources.write(tree, source)
+    return rows
 
 
 def _by_text(source, mutants):
@@ -392,37 +514,84 @@ def merged(name, source, rows):
     return sorted(kept + rows, key=lambda r: r["id"])
 
 
-def _dead(row, key):
-    return row[key] in KILLED
+#: What became of a mutant (``_fate``), in the order of the stages, and the table's heading of each.
+FATES = {"invalid": "invalid", "screening": "screening", "testbench": "testbench", "proof": "proof",
+         "proved": "proved equiv", "bounded": "bounded equiv", "argued": "argued equiv", "survivor": "survivors"}
 
 
-def _tally(rows, argued):
-    """(valid, live, proved) rows: not invalid; of those, not argued equivalent (the rates count these);
-    of those, run with the proofs (the formal rate counts these)."""
-    valid_rows = [r for r in rows if r["sim"] != "invalid"]
-    live = [r for r in valid_rows if not why_of(argued, r)]
-    return valid_rows, live, [r for r in live if r["formal"] != "-"]
+def _fate(row, argued):
+    """What became of the mutant of ``row`` (a key of ``FATES``): the first stage that decided it. A
+    mutant the miter finds no difference in within its depth (``bounded``: mcy's criterion) counts as
+    equivalent, but is listed: an argument makes it a proof."""
+    if "invalid" in (row.get("screen"), row["sim"]):
+        return "invalid"
+    if row.get("screen") == "killed":
+        return "screening"
+    if row["sim"] in KILLED:
+        return "testbench"
+    if row["formal"] in KILLED:
+        return "proof"
+    if row.get("miter") == "equivalent":
+        return "proved"
+    if why_of(argued, row):
+        return "argued"
+    return "bounded" if row.get("miter") == "bounded" else "survivor"
+
+
+def tally(rows, argued):
+    """{fate: count} of ``rows``, and the share of the non-equivalent mutants simulation killed."""
+    counts = dict.fromkeys(FATES, 0)
+    for r in rows:
+        counts[_fate(r, argued)] += 1
+    live = sum(counts[k] for k in ("screening", "testbench", "proof", "survivor"))
+    return counts, (counts["screening"] + counts["testbench"]) / live if live else None
+
+
+def _table(names):
+    """[(block, mutants, rows)] of the results in ``OUT``."""
+    out = []
+    for name in names:
+        source = Sources(block(name).sources()).text
+        rows = merged(name, source, []) if (OUT / f"{name}.csv").exists() else []
+        out.append((name, len(generate(source)), rows))
+    return out
 
 
 def summary(names):
     """One line per block of the results in ``build/mutants/<block>.csv``."""
-    print(f"{'block':22} {'mutants':>7} {'run':>5} {'invalid':>7} {'equiv':>5} {'sim':>13} {'formal':>13} "
-          f"{'combined':>13} survivors")
-    for name in names:
-        source = Sources(block(name).sources()).text
-        total, out = len(generate(source)), OUT / f"{name}.csv"
-        rows = merged(name, source, []) if out.exists() else []
-        if not rows:
-            print(f"{name:22} {total:7} {0:5}")
-            continue
-        valid_rows, live, proved = _tally(rows, equivalent(name))
-        rate = lambda k, of=live: f"{k}/{len(of)} {100 * k / len(of):3.0f}%" if of else "-"     # noqa: E731
-        left = [f"#{r['id']}" for r in live if not _dead(r, "sim") and not _dead(r, "formal")]
-        print(f"{name:22} {total:7} {len(rows):5} {len(rows) - len(valid_rows):7} {len(valid_rows) - len(live):5} "
-              f"{rate(sum(_dead(r, 'sim') for r in live)):>13} "
-              f"{rate(sum(_dead(r, 'formal') for r in proved), proved):>13} "
-              f"{rate(sum(_dead(r, 'sim') or _dead(r, 'formal') for r in live)):>13} {' '.join(left) or '-'}")
-    print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv)")
+    print(f"{'block':22} {'mutants':>7} {'run':>5} " + " ".join(f"{h:>12}" for h in FATES.values())
+          + f" {'sim kills':>9}")
+    for name, total, rows in _table(names):
+        counts, rate = tally(rows, equivalent(name))
+        print(f"{name:22} {total:7} {len(rows):5} " + " ".join(f"{counts[k]:12}" for k in FATES)
+              + f" {'-' if rate is None else f'{100 * rate:.1f} %':>9}")
+    print(f"(each block's mutants, results and mutated lines: {OUT.relative_to(ROOT)}/<block>.csv; sim kills: "
+          "screening and testbenches, of the mutants not invalid nor equivalent)")
+
+
+def markdown(names):
+    """The mutants section of docs/verification.md: the table of the CSVs in ``OUT``, and each survivor."""
+    lines = ["| block | mutants | run | " + " | ".join(FATES.values()) + " | killed by simulation |",
+             "|---|" + "---:|" * (len(FATES) + 3)]
+    totals, survivors = dict.fromkeys(["mutants", "run", *FATES], 0), []
+    for name, total, rows in _table(names):
+        argued = equivalent(name)
+        counts, rate = tally(rows, argued)
+        totals["mutants"] += total
+        totals["run"] += len(rows)
+        for k in FATES:
+            totals[k] += counts[k]
+        lines.append(f"| {name} | {total} | {len(rows)} | " + " | ".join(str(counts[k]) for k in FATES)
+                     + f" | {'—' if rate is None else f'{100 * rate:.1f} %'} |")
+        where = Sources(block(name).sources()).where
+        survivors += [f"- {name} #{r['id']} `{where(int(r['line']))}`: `{r['before']}` → `{r['after']}`: "
+                      f"{r.get('reason') or 'no stage killed it'}" for r in rows if _fate(r, argued) == "survivor"]
+    live = sum(totals[k] for k in ("screening", "testbench", "proof", "survivor"))
+    rate = f"{100 * (totals['screening'] + totals['testbench']) / live:.1f} %" if live else "—"
+    lines.append(f"| all | {totals['mutants']} | {totals['run']} | " + " | ".join(str(totals[k]) for k in FATES)
+                 + f" | {rate} |")
+    lines += ["", "Survivors:" if survivors else "No survivors.", *survivors]
+    return "\n".join(lines) + "\n"
 
 
 def equivalent(name):
@@ -439,35 +608,37 @@ def why_of(argued, row):
     return argued.get((*key, int(row.get("nth") or 0)), argued.get((*key, None), ""))
 
 
-def report(name, where, rows, formal):
-    """Kill rates over the non-equivalent mutants, and the survivors (``where(line)``: their file and
-    line), on the terminal and in ``build/mutants/<block>.csv``."""
+def report(name, where, rows):
+    """What became of each mutant (``_fate``) and the share simulation killed, every mutant proved or
+    argued equivalent and every survivor with its line (``where(line)``: its file and line) and why,
+    on the terminal and in ``build/mutants/<block>.csv``."""
     argued = equivalent(name)
     for r in rows:
+        r.setdefault("screen", "-")
+        r.setdefault("miter", "-")
+        r.setdefault("reason", "")
         r["equivalent"] = why_of(argued, r)
     out = OUT / f"{name}.csv"
     with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
-    valid_rows, live, proved = _tally(rows, argued)
-    for r in valid_rows:
-        if r["equivalent"]:
-            print(f"  equivalent #{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  "
-                  f"{r['after']}: "
-                  + " ".join(r["equivalent"].split()))
-    killed = lambda key, of=live: sum(_dead(r, key) for r in of)      # noqa: E731
-    both = sum(_dead(r, "sim") or _dead(r, "formal") for r in live)
-    rate = lambda k, of=live: f"{k}/{len(of)} ({100 * k / len(of):.0f} %)" if of else "-"  # noqa: E731
-    same = len(valid_rows) - len(live)
-    print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(valid_rows)} invalid, {same} "
-          f"equivalent; of the other {len(live)}, killed by simulation "
-          f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal', proved), proved)}" if formal else "")
-          + f", combined {rate(both)} -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
-    for r in live:
-        if not _dead(r, "sim") and not _dead(r, "formal"):
-            print(f"  survivor #{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  "
-                  f"{r['after']}")
+    counts, rate = tally(rows, argued)
+    line = lambda r: f"#{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  {r['after']}"  # noqa: E731
+    for r in rows:
+        fate = _fate(r, argued)
+        if fate == "argued":
+            print(f"  argued equivalent {line(r)}: " + " ".join(r["equivalent"].split()))
+        elif fate in ("proved", "bounded"):
+            print(f"  {fate} equivalent {line(r)}: {r['reason']}")
+        elif r["equivalent"]:
+            print(f"  warning: {line(r)} is argued equivalent in {EQUIVALENT.name}, but {FATES[fate]} decided it")
+    print(f"mutants: {name}: {len(rows)} mutants: " + ", ".join(f"{FATES[k]} {counts[k]}" for k in FATES)
+          + ("" if rate is None else f"; killed by simulation {100 * rate:.1f} % of the non-equivalent")
+          + f" -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    for r in rows:
+        if _fate(r, argued) == "survivor":
+            print(f"  survivor {line(r)}: {r['reason'] or 'no stage killed it'}")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ wrapper (Verilator ``--timing``), only the wrapper's own ports are public (no ``
 so Python wakes only when the run is over (``wrapper.py``). The wrapper feeds ``i`` from its memory at the rate the
 block accepts beats, holds every output ready, compares each output beat with the next expected one
 (masked payload, and the cycle when the model gives one; an expected beat that does not come in its
-cycle is a mismatch too) and latches the first mismatch: its cycle, port, beat index and the RTL's
-value. ``check(dut, ...)`` (cocotb side) then reads that, the beats seen per port, the cycle of the
+cycle is a mismatch too) and latches the first mismatch, where the run stops: its cycle, port, beat
+index and the RTL's value. ``check(dut, ...)`` (cocotb side) then reads that, the beats seen per port, the cycle of the
 last accepted input and the block's counters, and raises an ``AssertionError`` naming the cycle (``run.py``).
 
 What the engine drives: stream ``i``, and from a side memory indexed by the cycle the block's other
@@ -38,9 +38,21 @@ from testbenches.checked.expected import (
     side_table,
     split_commands,
 )
-from testbenches.checked.run import BATCH, EXPECTED, batches, check, checked_of, soak, soak_params, write_files
+from testbenches.checked.run import (
+    BATCH,
+    EXPECTED,
+    batches,
+    check,
+    checked_of,
+    controls,
+    outputs_of,
+    soak,
+    soak_params,
+    verdict,
+    write_files,
+)
 from testbenches.checked.wrapper import NO_CYCLE, SIDE, Checked
 
 __all__ = ["Checked", "Expected", "Side", "NO_CYCLE", "SIDE", "TAIL", "BATCH", "EXPECTED", "expect", "session",
-           "side_table", "lockstep_runner", "split_commands", "check", "checked_of", "soak", "soak_params", "batches",
-           "write_files"]
+           "side_table", "lockstep_runner", "split_commands", "check", "controls", "outputs_of", "verdict",
+           "checked_of", "soak", "soak_params", "batches", "write_files"]

@@ -10,7 +10,8 @@ from testbenches.checked.expected import TAIL, session
 from testbenches.checked.wrapper import NO_CYCLE, SIDE, Checked, bits, command_port, side_inputs, stream_ports
 from testbenches.layouts import pack, unpack
 
-__all__ = ["write_files", "check", "soak", "soak_params", "batches", "BATCH", "EXPECTED", "checked_of"]
+__all__ = ["write_files", "controls", "outputs_of", "verdict", "check", "soak", "soak_params", "batches", "BATCH",
+           "EXPECTED", "checked_of"]
 
 
 def checked_of(block, params, depth, exp_depth):
@@ -47,50 +48,41 @@ def write_files(component, words, expected, where="."):
                                                     for after, value in expected.commands) or bytes(size))
 
 
-async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False):
-    """Run ``words`` (packed input beats) through the ``Checked`` wrapper ``dut`` of ``component`` and
-    compare with ``expected``; returns {cycles, seconds, load_seconds, beats_out, packets_out}.
-    ``keep``: the block goes on from the state the last run left (a batch of a longer run).
-    ``AssertionError`` on the first mismatch (with its cycle), a missing or extra beat, an input
-    accepted in another cycle than the model's, or a counter that differs."""
-    from cocotb.triggers import RisingEdge, Timer
-
-    layout, outs, others = stream_ports(component)
-    start = time.perf_counter()
-    write_files(component, words, expected, os.getcwd())
-    dut.start.value = 0
-    dut.keep.value = int(keep)
-    dut.reset.value = 1
-    dut.beats.value = len(words)
-    if command_port(component):
-        dut.cmds.value = len(expected.commands)
+def controls(component, words, expected, tail=TAIL, cap=None, keep=False):
+    """{port: value} of the ``Checked`` wrapper's run inputs for ``words`` and ``expected`` (``check``
+    sets them; tools/screen_harness.cpp the same)."""
     limit = expected.limit if expected.limit is not None else (cap or 64 * (len(words) + 1000))
-    dut.limit.value = limit
-    dut.tail.value = limit if expected.limit is not None else tail
-    for name, _ in outs:
-        getattr(dut, f"expect_{name}").value = len(expected.outputs[name])
-    dut.load.value = 0
-    await Timer(2, "ns")
-    dut.load.value = 1
-    await Timer(6, "ns")
-    dut.load.value = 0
-    dut.reset.value = 0
-    await Timer(1, "ns")
-    loaded = time.perf_counter()
-    dut.start.value = 1
-    await RisingEdge(dut.done)
-    seconds = time.perf_counter() - loaded
-    cycles = int(dut.cycles.value)
-    if dut.bad.value:
-        port = int(dut.bad_port.value)
+    values = {"keep": int(keep), "beats": len(words), "limit": limit,
+              "tail": limit if expected.limit is not None else tail}
+    if command_port(component):
+        values["cmds"] = len(expected.commands)
+    for name, _ in stream_ports(component)[1]:
+        values[f"expect_{name}"] = len(expected.outputs[name])
+    return values
+
+
+def outputs_of(component, expected):
+    """The ``Checked`` wrapper's outputs ``verdict`` reads."""
+    return (["cycles", "bad", "bad_missing", "bad_cycle", "bad_port", "bad_index", "bad_value", "accepted_at"]
+            + [f"seen_{name}" for name, _ in stream_ports(component)[1]] + [f"c_{name}" for name in expected.counters])
+
+
+def verdict(component, words, expected, read):
+    """Compare a finished run of the ``Checked`` wrapper (``read(port) -> int``) with ``expected``; returns
+    {cycles, beats_out, packets_out}. ``AssertionError`` on the first mismatch (with its cycle), a missing
+    or extra beat, an input accepted in another cycle than the model's, or a counter that differs."""
+    outs = stream_ports(component)[1]
+    cycles = read("cycles")
+    if read("bad"):
+        port = read("bad_port")
         name, shape = outs[port]
-        index, at = int(dut.bad_index.value), int(dut.bad_cycle.value)
+        index, at = read("bad_index"), read("bad_cycle")
         beats = expected.outputs[name]
         want = beats[index] if index < len(beats) else None
-        if dut.bad_missing.value:
+        if read("bad_missing"):
             raise AssertionError(f"checked: {name} beat {index} missing at cycle {at}: the model expects "
                                  f"{unpack(shape, want[1])}")
-        got = int(dut.bad_value.value) & ((1 << bits(shape)) - 1)
+        got = read("bad_value") & ((1 << bits(shape)) - 1)
         if want is None:
             raise AssertionError(f"checked: cycle {at}: {name} beat {index} {unpack(shape, got)} that the "
                                  f"model does not expect (it expects {len(beats)})")
@@ -102,17 +94,17 @@ async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False
                              f"RTL {unpack(shape, got)}, model {unpack(shape, value)}; differing fields "
                              f"(RTL, model) {differ}")
     for name, _ in outs:
-        seen = int(getattr(dut, f"seen_{name}").value)
+        seen = read(f"seen_{name}")
         beats = expected.outputs[name]
         if seen != len(beats):
             nxt = beats[seen] if seen < len(beats) else None
             raise AssertionError(f"checked: {name}: the RTL sent {seen} beats in {cycles} cycles, the model "
                                  f"{len(beats)}" + (f"; next expected at cycle {nxt[0]}" if nxt else ""))
     if expected.last_accept is not None and words:
-        got = int(dut.accepted_at.value)
+        got = read("accepted_at")
         assert got == expected.last_accept, \
             f"checked: the last input beat went in at cycle {got}, the model takes it at cycle {expected.last_accept}"
-    counters = {n: int(getattr(dut, f"c_{n}").value) for n in expected.counters}
+    counters = {n: read(f"c_{n}") for n in expected.counters}
     differ = {k: (counters[k], v) for k, v in expected.counters.items() if counters[k] != v}
     assert not differ, f"checked: counters differ after {cycles} cycles (RTL, model): {differ}"
     packets = 0
@@ -120,9 +112,36 @@ async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False
         fields = dict(shape) if isinstance(shape, data.StructLayout) else {}
         for _, value, _ in expected.outputs[name]:
             packets += (value >> fields["last"].offset) & 1 if "last" in fields else 1
-    return {"cycles": cycles, "seconds": seconds, "load_seconds": loaded - start,
-            "beats_out": sum(len(v) for v in expected.outputs.values()), "packets_out": packets,
-            "model_seconds": expected.model_seconds}
+    return {"cycles": cycles, "beats_out": sum(len(v) for v in expected.outputs.values()), "packets_out": packets}
+
+
+async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False):
+    """Run ``words`` (packed input beats) through the ``Checked`` wrapper ``dut`` of ``component`` and
+    compare with ``expected`` (``verdict``: ``AssertionError`` on the first difference); returns {cycles,
+    seconds, load_seconds, beats_out, packets_out, model_seconds}. ``keep``: the block goes on from the
+    state the last run left (a batch of a longer run)."""
+    from cocotb.triggers import RisingEdge, Timer
+
+    start = time.perf_counter()
+    write_files(component, words, expected, os.getcwd())
+    dut.start.value = 0
+    dut.reset.value = 1
+    for name, value in controls(component, words, expected, tail, cap, keep).items():
+        getattr(dut, name).value = value
+    dut.load.value = 0
+    await Timer(2, "ns")
+    dut.load.value = 1
+    await Timer(6, "ns")
+    dut.load.value = 0
+    dut.reset.value = 0
+    await Timer(1, "ns")
+    loaded = time.perf_counter()
+    dut.start.value = 1
+    await RisingEdge(dut.done)
+    seconds = time.perf_counter() - loaded
+    result = verdict(component, words, expected, lambda name: int(getattr(dut, name).value))
+    return {**result, "seconds": seconds, "load_seconds": loaded - start, "model_seconds": expected.model_seconds}
+
 
 
 #: Beats per batch of a soak (the wrapper's stimulus memory) and expected beats per output stream.

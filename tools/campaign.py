@@ -1,0 +1,180 @@
+"""The stages of a mutation run (``tools.mutants``) before and after the block's testbenches and proofs.
+
+Before: *screening* (tools/screening.py). Each block's sources are written once as a mutant schemata
+(tools/schemata.py) into ``build/mutants/<block>/schemata``; there the checked engine runs the soak
+traffic of each design the block is part of (``designs``: the block with its soak parameters, each of
+its registry variants, and the registered blocks whose testbenches are in its ``tests``: the Spillway top
+for the switch side and the links) against every mutant still alive, one C++ build per design. A
+mutant whose sites are elaboration-time Python (``static``) gets a build of its own per design
+(``schemata.forcing``); one Amaranth cannot elaborate is ``invalid``; one no design elaborates survives
+screening unseen. After: the *miter* (tools/miter.py) of each mutant that every simulation and proof let
+pass, on the first design that elaborates it.
+
+Both stages run ``jobs`` processes at a time; ``Progress`` prints how many mutants are decided, of how
+many, and an estimate of the time left.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from registry import BLOCKS, ROOT
+from testbenches.runner import block_of
+
+__all__ = ["designs", "Progress", "Screening", "miter"]
+
+#: Seconds a screening process may take, and a miter.
+TIMEOUT, MITER = 1800, 900
+
+
+def designs(b):
+    """[(design, variant)] the block ``b``'s mutants are screened on, in order: the block, each of its
+    registry variants, the registered designs whose testbenches are in its ``tests``."""
+    found = [(b.name, None)] + [(b.name, v) for v in b.variants]
+    for test in b.tests:
+        name = block_of(test.removesuffix(".py").replace("/", "."))
+        if name in BLOCKS and (name, None) not in found:
+            found.append((name, None))
+    return found
+
+
+def label(design, variant):
+    return design + (f"[{variant}]" if variant else "")
+
+
+class Progress:
+    """Mutants decided of ``total``, the time so far and an estimate of the time left (the time so far
+    per mutant decided), one line a step; ``decided``: the (block, id) of the mutants the step decided."""
+
+    def __init__(self, total):
+        self.total, self.decided, self.start = total, set(), time.monotonic()
+        self.lock = threading.Lock()
+
+    def __call__(self, decided, message):
+        with self.lock:
+            self.decided.update(decided)
+            done, elapsed = len(self.decided), time.monotonic() - self.start
+            eta = f", ETA {elapsed / done * (self.total - done):.0f} s" if 0 < done < self.total else ""
+            print(f"mutants: [{done}/{self.total}, {elapsed:.0f} s{eta}] {message}", flush=True)
+
+
+def kill_session(session):
+    """Kill every process of ``session`` (a process started with ``start_new_session``, and all it
+    started, even those in process groups of their own: SymbiYosys's solvers)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == session:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue                    # gone meanwhile
+
+
+def _python(tree, args, what, timeout=TIMEOUT):
+    """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails or runs past
+    ``timeout`` seconds (then it and all it started are killed)."""
+    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime"))
+    with subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(process.pid)
+            process.communicate()
+            raise RuntimeError(f"{what} ran past {timeout} s") from None
+    if process.returncode:
+        tail = (err or out).strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"{what} failed: {tail[0]}")
+
+
+class Screening:
+    """The screening of the mutants ``ids`` of block ``b`` in its schemata ``tree``: ``run`` screens them on
+    every design's one build, ``force`` one static mutant on builds of its own (``statics``: those left),
+    ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid; ``place``
+    the (design, variant) that first elaborates the mutant (None: none does)."""
+
+    def __init__(self, b, tree, ids, packets, seed):
+        self.b, self.tree, self.packets, self.seed = b, tree, packets, seed
+        self.alive, self.out, self.places, self.where = set(ids), {}, {}, {}
+
+    def _screening(self, design, variant, path, *args):
+        _python(self.tree, ["tools.screening", design, "--out", str(path), "--packets", str(self.packets), "--seed",
+                            str(self.seed), *args, *(["--variant", variant] if variant else [])],
+                f"screening {self.b.name} on {label(design, variant)}")
+        return json.loads(path.read_text())
+
+    def run(self, progress):
+        for design, variant in designs(self.b):
+            if not self.alive:
+                break
+            name = label(design, variant)
+            report = self._screening(design, variant, self.tree / "build" / f"screening-{name}.json",
+                                     "--mutants", ",".join(map(str, sorted(self.alive))))
+            for n, seen in report["outcomes"].items():
+                n = int(n)
+                if n not in self.alive:
+                    continue
+                if "invalid" in seen:
+                    self.out[n] = {"screen": "invalid", "reason": f"Amaranth cannot elaborate it on {name}",
+                                   "place": None}
+                    self.alive.discard(n)
+                    continue
+                if "selected" in seen or "static" in seen:
+                    self.places.setdefault(n, (design, variant))
+                if "static" in seen:
+                    self.where.setdefault(n, []).append((design, variant))
+            killed = [int(n) for n, r in report["results"].items() if r["killed"] and int(n) in self.alive]
+            for n in killed:
+                self.out[n] = {"screen": "killed", "reason": f"{name}: {report['results'][str(n)]['reason']}",
+                               "place": self.places.get(n)}
+                self.alive.discard(n)
+            progress({(self.b.name, n) for n in self.out}, f"screening {self.b.name} on {name}: {len(killed)} "
+                                                           f"killed of {len(report['results'])} run, "
+                                                           f"{len(self.alive)} left")
+
+    def statics(self):
+        """The mutants left that some design elaborates as elaboration-time Python."""
+        return [n for n in sorted(self.alive) if n in self.where]
+
+    def force(self, n):
+        """Screen mutant ``n`` on a build of its own for each design where it is static, until one kills it;
+        returns what became of it (killed, invalid or pass)."""
+        for design, variant in self.where[n]:
+            name = label(design, variant)
+            result = self._screening(design, variant, self.tree / "build" / f"screening-{name}-m{n}.json",
+                                     "--force", str(n))["results"][str(n)]
+            verdict = {"screen": "invalid", "reason": result["reason"], "place": None} if result.get("invalid") \
+                else {"screen": "killed", "reason": f"{name}, a build of its own: {result['reason']}",
+                      "place": self.where[n][0]} if result["killed"] else None
+            if verdict:
+                self.out[n] = verdict
+                self.alive.discard(n)
+                return verdict["screen"]
+        return "pass"
+
+    def verdicts(self):
+        out = dict(self.out)
+        for n in self.alive:
+            place = self.places.get(n)
+            out[n] = {"screen": "pass", "place": place, "reason": (
+                f"survives {self.packets} packets of soak traffic on {', '.join(label(*d) for d in designs(self.b))}"
+                if place else "no registered design with its soak parameters builds it")}
+        return out
+
+
+def miter(b, tree, n, place, depth, timeout=MITER):
+    """(verdict, detail) of the miter of mutant ``n`` of block ``b`` on ``place`` (design, variant); the
+    verdict ``timeout`` or ``error`` when it gives none."""
+    design, variant = place
+    path = tree / "build" / f"miter-{label(design, variant)}-{n}.json"
+    try:
+        _python(tree, ["tools.miter", design, str(n), "--out", str(path), "--depth", str(depth),
+                       *(["--variant", variant] if variant else [])], f"the miter of {b.name} #{n}", timeout)
+    except RuntimeError as error:
+        return ("timeout" if "ran past" in str(error) else "error"), str(error)
+    result = json.loads(path.read_text())
+    return result["verdict"], f"miter on {label(design, variant)}: {result['detail']} ({result['seconds']:.0f} s)"

@@ -1,0 +1,346 @@
+"""Mutant schemata: every mutant of a block's RTL sources in one design, picked by a mutant-select signal.
+
+``rewrite`` turns each file of a block's sources (``tools.mutants.Sources``) into one in which every
+mutation site of ``tools.mutants.generate`` (the same operators, the same numbering) is a choice at
+run time: mutant ``n`` is selected by ``select() == n + 1``, and 0 selects the design as written.
+It works at the Python/Amaranth level, so each mutant is the AST mutant ``tools.mutants`` makes:
+
+- an expression site (``cmp``, ``arith``, ``logic``, ``const``) evaluates its operands once and gives
+  ``Mux(select() == n + 1, mutated, original)`` over its variants (``site``);
+- a dropped assignment (``drop``) is the assignment under ``with m.If(select() != n + 1)`` (``unless``):
+  the signal keeps its value (``sync``) or its default (``comb``), as without it.
+
+Yosys ``mutate -ctrl`` (mcy's way) was not used: it mutates netlist cells, whose mutants do not map back
+to the source-level mutants, their numbers and the CSVs of earlier runs.
+
+A site whose operands are elaboration-time Python (a width, a loop bound, a reset value: ``init``) cannot
+be chosen at run time; its mutant is *static*, and its value is recorded: when it is the same as the
+design's at every evaluation the mutant builds the same design (``same``), otherwise it needs a build
+of its own. A variant that raises is a mutant Amaranth cannot elaborate (``invalid``). ``outcomes()``
+gives what the last elaboration saw of each mutant: ``selected`` (a run-time choice), ``same``,
+``static``, ``invalid``, or nothing (its code is not elaborated with these parameters).
+
+Where an arithmetic mutant changes the shape of its result (``a + b`` is unsigned, ``a - b`` signed),
+the ``Mux`` has both shapes' union: both branches keep their numeric values (sign- or zero-extended),
+which every comparison, arithmetic operation and assignment sees unchanged.
+"""
+import ast
+import contextlib
+
+from amaranth.hdl import Module, Mux, Signal, Value, ValueCastable
+
+__all__ = ["WIDTH", "ORIGINAL", "select", "selecting", "forcing", "site", "unless", "static", "outcomes", "clear",
+           "rewrite", "write"]
+
+#: Bits of the mutant-select signal (mutant ``n`` is ``n + 1``; 0 is the design).
+WIDTH = 16
+#: The name the rewritten sources import this module as.
+NAME = "__schemata__"
+
+_select = None
+_seen = {}
+_holders = {}
+#: Elaborate one mutant as its AST mutant would (``forcing``): its id, or ``ORIGINAL`` for the design.
+_forced = None
+ORIGINAL = -1
+
+
+def select():
+    """The mutant-select signal the sites compare (undriven, it is 0: the design as written)."""
+    global _select
+    if _select is None:
+        _select = Signal(WIDTH, name="mutsel")
+    return _select
+
+
+@contextlib.contextmanager
+def selecting(signal):
+    """Sites elaborated inside compare ``signal`` (a miter's two copies each have their own)."""
+    global _select
+    before, _select = _select, signal
+    try:
+        yield signal
+    finally:
+        _select = before
+
+
+@contextlib.contextmanager
+def forcing(n):
+    """Sites elaborated inside are mutant ``n`` itself, not a choice (every other site the design's):
+    the design the AST mutant ``n`` of ``tools.mutants`` builds, with no mutant-select signal;
+    ``ORIGINAL``: the design as written."""
+    global _forced
+    before, _forced = _forced, n
+    try:
+        yield
+    finally:
+        _forced = before
+
+
+def _note(n, outcome):
+    _seen.setdefault(n - 1, set()).add(outcome)
+
+
+def outcomes():
+    """{mutant id: set of outcomes} of the sites elaborated since ``clear()``."""
+    return {n: set(s) for n, s in _seen.items()}
+
+
+def clear():
+    _seen.clear()
+    _holders.clear()
+
+
+def _is_value(x):
+    return isinstance(x, (Value, ValueCastable))
+
+
+def _same(a, b):
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:                   # values Python cannot compare are not the same
+        return False
+
+
+def _holder(m):
+    """The submodule of module ``m`` that drives its sites' signals (outside any ``m.If``)."""
+    holder = _holders.get(id(m))
+    if holder is None or holder[0] is not m:
+        holder = _holders[id(m)] = (m, Module())
+        m.submodules += holder[1]
+    return holder[1]
+
+
+class Pending:
+    """The elaboration-time value of a site that is an operand of another site (``lazy``): the design's
+    value and each of its mutants' ({n + 1: value}), for the outer site to choose among at run time when
+    its own value is logic (``rd_slot == S - 1``: the constant's mutants become choices of the compare)."""
+
+    def __init__(self, original, variants):
+        self.original, self.variants = original, variants
+
+
+def _variants(function, args, variants):
+    """{n + 1: thunk} of every mutant of a site: its own, and those of its ``Pending`` operands."""
+    plain = [a.original if isinstance(a, Pending) else a for a in args]
+    out = {n: (lambda variant=variant: variant(*plain)) for n, variant in variants.items()}
+    for i, a in enumerate(args):
+        if isinstance(a, Pending):
+            for n, value in a.variants.items():
+                out[n] = lambda i=i, value=value: function(*plain[:i], value, *plain[i + 1:])
+    return plain, out
+
+
+def site(m, function, args, variants, lazy=False):
+    """``function(*args)``, or variant ``variants[n + 1](*args)`` when mutant ``n`` is selected; a choice
+    is a signal of its own, driven in a submodule of ``m`` (``Mux`` trees that share their operands
+    would take Amaranth exponential time to size). ``lazy``: the site is an operand of another site,
+    which chooses among its elaboration-time values (``Pending``)."""
+    if _forced is not None:
+        return variants[_forced + 1](*args) if _forced + 1 in variants else function(*args)
+    plain, thunks = _variants(function, args, variants)
+    original = function(*plain)
+    if not _is_value(original):
+        values = {}
+        for n, thunk in thunks.items():
+            try:
+                values[n] = thunk()
+            except Exception:
+                _note(n, "invalid")
+        if lazy:
+            return Pending(original, values)
+        for n, value in values.items():
+            _note(n, "same" if _same(value, original) else "static")
+        return original
+    chosen = base = Value.cast(original)
+    for n, thunk in thunks.items():
+        try:
+            value = Value.cast(thunk())
+        except Exception:
+            _note(n, "invalid")
+            continue
+        chosen = Mux(select() == n, value, chosen)
+        _note(n, "selected")
+    if chosen is not base:
+        wire = Signal(chosen.shape())
+        _holder(m).d.comb += wire.eq(chosen)
+        chosen = wire
+    if isinstance(original, Value):
+        return chosen
+    return original.shape()(chosen[:len(Value.cast(original))])
+
+
+class _Sink:
+    """What ``m.d`` is while a forced mutant's dropped assignment runs: every ``m.d.<domain> += ...`` is lost."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __setattr__(self, name, value):
+        pass
+
+    def __iadd__(self, statements):
+        return self
+
+
+@contextlib.contextmanager
+def _dropped(m):
+    d = m.d
+    m.d = _Sink()
+    try:
+        yield
+    finally:
+        m.d = d
+
+
+def unless(m, n):
+    """The ``with`` of a dropped assignment: ``m.If`` mutant ``n - 1`` is not selected (forced: the
+    assignment, or nothing when it is the forced mutant)."""
+    if _forced is not None:
+        return _dropped(m) if _forced + 1 == n else contextlib.nullcontext()
+    _note(n, "selected")
+    return m.If(select() != n)
+
+
+def static(n, original, mutated):
+    """An elaboration-time value (a reset value): ``original``, with mutant ``n - 1`` recorded."""
+    if _forced is not None:
+        return mutated if _forced + 1 == n else original
+    _note(n, "same" if _same(mutated, original) else "static")
+    return original
+
+
+# --- the rewrite -------------------------------------------------------------------------------------
+
+def _name(id_):
+    return ast.Name(id_, ast.Load())
+
+
+def _call(function, *args):
+    return ast.Call(ast.Attribute(_name(NAME), function, ast.Load()), list(args), [])
+
+
+def _lambda(names, body):
+    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], vararg=None, kwonlyargs=[],
+                              kw_defaults=[], kwarg=None, defaults=[])
+    return ast.Lambda(arguments, body)
+
+
+def _lazy(operand):
+    """Mark ``operand``, when it is a rewritten site, as the operand of another (``site(..., lazy=True)``)."""
+    if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "site"
+            and isinstance(operand.func.value, ast.Name) and operand.func.value.id == NAME):
+        operand.keywords.append(ast.keyword("lazy", ast.Constant(True)))
+
+
+def _position(node, offset):
+    return (node.lineno + offset, node.col_offset), (node.end_lineno + offset, node.end_col_offset)
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Each mutation site of ``sites`` ({(operator, start, end): mutant id}, positions in the joined text,
+    ``offset`` lines before this file's first) as a run-time choice."""
+
+    def __init__(self, sites, offset):
+        self.sites, self.offset, self.used = sites, offset, set()
+
+    def take(self, operator, node):
+        n = self.sites.get((operator, *_position(node, self.offset)))
+        if n is not None:
+            self.used.add(n)
+        return n
+
+    def visit_Compare(self, node):
+        if len(node.ops) != 1:
+            return self.generic_visit(node)
+        own = self.take("cmp", node)
+        consts = [self.take("const", node.left), self.take("const", node.comparators[0])]
+        from tools.mutants import SWAP
+        op = node.ops[0]
+        node = self.generic_visit(node)
+        variants = {}
+        if own is not None:
+            variants[own] = lambda a, b: ast.Compare(a, [SWAP[type(op)]()], [b])
+        return self._site(node, (node.left, node.comparators[0]), consts, variants,
+                          lambda a, b: ast.Compare(a, [op], [b]))
+
+    def visit_BinOp(self, node):
+        arith = isinstance(node.op, (ast.Add, ast.Sub))
+        own = self.take("arith" if arith else "logic", node) if arith or isinstance(
+            node.op, (ast.BitAnd, ast.BitOr)) else None
+        consts = [self.take("const", node.left), self.take("const", node.right)] if arith else [None, None]
+        op = node.op
+        node = self.generic_visit(node)
+        variants = {}
+        if own is not None:
+            swapped = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd}[type(op)]
+            variants[own] = lambda a, b: ast.BinOp(a, swapped(), b)
+        return self._site(node, (node.left, node.right), consts, variants, lambda a, b: ast.BinOp(a, op, b))
+
+    def _site(self, node, operands, consts, variants, build):
+        """``site(lambda a, b: <node>, (left, right), {n + 1: lambda a, b: <mutant n>})``, or ``node``
+        when it has no mutant."""
+        for side, n in enumerate(consts):
+            if n is not None:
+                plus = ast.Constant(operands[side].value + 1)
+                variants[n] = ((lambda a, b, plus=plus: build(plus, b)) if side == 0
+                               else (lambda a, b, plus=plus: build(a, plus)))
+        if not variants:
+            return node
+        for operand in operands:
+            _lazy(operand)
+        a, b = _name("_a"), _name("_b")
+        table = ast.Dict([ast.Constant(n + 1) for n in variants],
+                         [_lambda(("_a", "_b"), make(a, b)) for make in variants.values()])
+        return ast.copy_location(_call("site", _name("m"), _lambda(("_a", "_b"), build(a, b)), ast.Tuple(list(operands),
+                                                                                                 ast.Load()), table),
+                                 node)
+
+    def visit_UnaryOp(self, node):
+        own = self.take("logic", node) if isinstance(node.op, ast.Invert) else None
+        node = self.generic_visit(node)
+        if own is None:
+            return node
+        _lazy(node.operand)
+        x = _name("_a")
+        table = ast.Dict([ast.Constant(own + 1)], [_lambda(("_a",), x)])
+        return ast.copy_location(_call("site", _name("m"), _lambda(("_a",), ast.UnaryOp(ast.Invert(), x)),
+                                       ast.Tuple([node.operand], ast.Load()), table), node)
+
+    def visit_AugAssign(self, node):
+        own = self.take("drop", node)
+        node = self.generic_visit(node)
+        if own is None:
+            return node
+        guard = ast.withitem(_call("unless", _name("m"), ast.Constant(own + 1)), None)
+        return ast.copy_location(ast.With([guard], [node]), node)
+
+    def visit_keyword(self, node):
+        own = self.take("init", node.value) if node.arg in ("init", "reset") else None
+        node = self.generic_visit(node)
+        if own is None:
+            return node
+        node.value = _call("static", ast.Constant(own + 1), node.value,
+                           ast.Constant(0 if node.value.value else 1))
+        return node
+
+
+def rewrite(text, mutants, offset=0):
+    """The schemata source of one source file ``text`` whose first line is line ``offset + 1`` of the
+    joined text its ``mutants`` (``tools.mutants.Mutant``) are numbered on; returns ``(source, ids)``:
+    the ids of the mutants it holds."""
+    sites = {(m.operator, m.start, m.end): m.id for m in mutants}
+    tree = ast.parse(text)
+    rewriter = _Rewriter(sites, offset)
+    tree = rewriter.visit(tree)
+    docstring = bool(tree.body) and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
+    at = next((i + 1 for i, s in enumerate(tree.body) if isinstance(s, ast.ImportFrom) and s.module == "__future__"),
+              int(docstring))
+    tree.body.insert(at, ast.Import([ast.alias("tools.schemata", NAME)]))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n", rewriter.used
+
+
+def write(sources, mutants, root):
+    """Write the schemata of ``sources`` (``tools.mutants.Sources``) and their ``mutants`` under ``root``."""
+    for path, text, start in zip(sources.paths, sources.texts, sources.starts):
+        (root / path).write_text(rewrite(text, mutants, start - 1)[0])

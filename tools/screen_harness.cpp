@@ -1,0 +1,99 @@
+// Screening harness (tools/screening.py): the checked engine's wrapper (testbenches/checked.py) around a
+// mutant schemata (tools/schemata.py), run once per mutant, each from the same power-up state.
+//
+// It does what checked.check does from cocotb, in C++: the wrapper in reset, its memories loaded from the
+// .bin files of the working directory, then for each mutant-select value given on the command line a
+// fork of that state (so no mutant sees the memories another left) sets `mutsel`, starts the run and
+// waits for `done` (the wrapper stops at the first mismatch), then prints the outputs checked.verdict
+// reads as one JSON line: {"mutsel": n, "seconds": s, "<port>": "<hex>", ...}. A child that dies (a
+// crash, or SCREEN_TIMEOUT seconds) prints {"mutsel": n, "status": ...} instead.
+// screen_config.h (written by tools/screening.py) defines CONTROLS(X), the 32-bit run inputs (values on
+// stdin, one "name value" per line), and OUTPUTS(X), the outputs printed.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <string>
+#include <sys/wait.h>
+#include <type_traits>
+#include <unistd.h>
+
+#include "Vtop.h"
+#include "screen_config.h"
+#include "verilated.h"
+
+static const uint64_t NS = 1000;   // time steps per ns (--timescale 1ns/1ps)
+static const unsigned SCREEN_TIMEOUT = 900;
+
+template <typename T> static void hex(const T &value) {
+    if constexpr (std::is_integral_v<T>) {
+        std::printf("%llx", (unsigned long long)value);
+    } else {
+        for (int i = int(T::Words) - 1; i >= 0; i--) std::printf("%08x", value[i]);
+    }
+}
+
+// Evaluate up to time `until` (every event before it), then stand at `until`.
+static void settle(VerilatedContext *context, Vtop *top, uint64_t until) {
+    top->eval();
+    while (top->eventsPending() && top->nextTimeSlot() <= until) {
+        context->time(top->nextTimeSlot());
+        top->eval();
+    }
+    context->time(until);
+}
+
+int main(int argc, char **argv) {
+    std::map<std::string, uint32_t> controls;
+    std::string name;
+    unsigned long value;
+    while (std::cin >> name >> value) controls[name] = uint32_t(value);
+    auto *context = new VerilatedContext;
+    auto *top = new Vtop{context};
+    top->start = 0;
+    top->reset = 1;
+    top->load = 0;
+    top->mutsel = 0;
+#define SET(port) top->port = controls.at(#port);
+    CONTROLS(SET)
+    settle(context, top, 2 * NS);
+    top->load = 1;
+    settle(context, top, 8 * NS);
+    for (int arg = 1; arg < argc; arg++) {
+        const long mutsel = std::strtol(argv[arg], nullptr, 10);
+        std::fflush(stdout);
+        const pid_t child = fork();
+        if (child == 0) {
+            alarm(SCREEN_TIMEOUT);
+            top->mutsel = mutsel;
+            top->load = 0;
+            top->reset = 0;
+            settle(context, top, 9 * NS);
+            top->start = 1;
+            const auto start = std::chrono::steady_clock::now();
+            top->eval();
+            while (!top->done && top->eventsPending()) {
+                context->time(top->nextTimeSlot());
+                top->eval();
+            }
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::printf("{\"mutsel\": %ld, \"seconds\": %.6f, \"done\": %d", mutsel, seconds, int(top->done));
+#define PRINT(port) std::printf(", \"" #port "\": \""); hex(top->port); std::printf("\"");
+            OUTPUTS(PRINT)
+            std::printf("}\n");
+            std::fflush(stdout);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            std::printf("{\"mutsel\": %ld, \"status\": %d}\n", mutsel, status);
+            std::fflush(stdout);
+        }
+    }
+    delete top;
+    delete context;
+    return 0;
+}
