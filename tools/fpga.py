@@ -72,7 +72,7 @@ def _json(path):
 def cell_name(name):
     """A register's (or RAM's) name from a nextpnr cell name: ``block.count_TRELLIS_FF_Q`` -> ``count``,
     ``block.mem.0.1$DPRAM_COMB3`` -> ``mem.0.1``; a port register (no ``block.``) -> ``port i__valid``."""
-    name = re.sub(r"(\$\d+|\$[A-Z][A-Z_0-9]*|_TRELLIS_FF_Q|_DP16KD)+$", "", name)
+    name = re.sub(r"(\$\d+|\$[A-Z][A-Z_0-9]*|_TRELLIS_FF_Q(_\d+)?|_DP16KD)+$", "", name)
     return name.removeprefix("block.") if name.startswith("block.") else f"port {name}"
 
 

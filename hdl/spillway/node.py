@@ -1,5 +1,5 @@
 """Spillway's spill node (SPEC section 1): the disaggregated buffer that holds a switch's spilled packets."""
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,7 +19,8 @@ class SpillNode(wiring.Component):
     ``i`` carries spill-link frames from the switch (``Ether(type=0x88B5) / Spill / inner``);
     ``i.ready`` is always 1 (a link does not push back; the switch's credits keep the node from
     overflowing). ``o`` carries RETURN frames to the switch, with back-pressure. The memory holds
-    ``ports * capacity`` slots of ``slot_beats`` beats (data, keep, last of each beat).
+    ``ports * capacity`` slots of ``slot_beats`` beats (data, keep, last of each beat), addressed by
+    fields (``address``: port, slot, beat, each its own bits; no multiplier on the address path).
 
     - A frame's header is read from its first beat (the parser holds it); a DATA frame's beats are
       written into the tail slot of its port's FIFO as they arrive, unless that FIFO was full at
@@ -55,7 +56,8 @@ class SpillNode(wiring.Component):
         P, C = p.ports, p.capacity
         # State, public for the formal spec.
         self.cell = data.StructLayout({"data": 8 * p.data_bytes, "keep": p.data_bytes, "last": 1})
-        self.mem = memory.Memory(shape=self.cell, depth=P * C * self.beats, init=[])
+        self.beat_bits, self.slot_bits, self.port_bits = ((n - 1).bit_length() for n in (self.beats, C, P))
+        self.mem = memory.Memory(shape=self.cell, depth=P << (self.slot_bits + self.beat_bits), init=[])
         self.heads = [Signal(range(C), name=f"head{q}") for q in range(P)]
         self.tails = [Signal(range(C), name=f"tail{q}") for q in range(P)]
         self.counts = [Signal(range(C + 1), name=f"count{q}") for q in range(P)]
@@ -71,6 +73,12 @@ class SpillNode(wiring.Component):
         self.parser = Parser(self.i.payload, self.i.valid, header_bytes=wire.SPILL_HEADER_BYTES, hold=True)
         self.full_held = Signal()               # the frame's FIFO was full at its first beat
         self.beat_no = Signal(range(self.beats + 1))    # beats of the frame before this one (saturating)
+
+    def address(self, port, slot, beat):
+        """The memory address of beat ``beat`` of slot ``slot`` of port ``port`` (ints or values)."""
+        def field(value, bits):
+            return Const(value, bits) if isinstance(value, int) else Cat(Value.cast(value), Const(0, bits))[:bits]
+        return Cat(field(beat, self.beat_bits), field(slot, self.slot_bits), field(port, self.port_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -97,10 +105,8 @@ class SpillNode(wiring.Component):
         index = Mux(parser.first, 0, beat_no)
 
         write = self.write
-        slot = Signal(range(P * C))
         m.d.comb += [
-            slot.eq(port * C + tails[port]),
-            write.addr.eq(slot * B + index),
+            write.addr.eq(self.address(port, tails[port], index)),
             write.en.eq(transfer & port_ok & ~full & (index < B)),
             write.data.data.eq(beat.data), write.data.keep.eq(beat.keep), write.data.last.eq(beat.last),
         ]
@@ -176,7 +182,7 @@ class SpillNode(wiring.Component):
         m.d.sync += [self.busy.eq(busy), self.current.eq(current), self.index.eq(index), self.rr.eq(rr)]
         _, next_chosen = choose(Array(next_requests), rr)
         next_sel = Mux(busy, current, next_chosen)
-        m.d.comb += read.addr.eq((next_sel * C + Array(next_heads)[next_sel]) * B + index)
+        m.d.comb += read.addr.eq(self.address(next_sel, Array(next_heads)[next_sel], index))
         m.d.comb += [self.stored[q].eq(self.counts[q]) for q in range(P)]
 
         # --- Counters.
