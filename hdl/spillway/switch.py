@@ -2,11 +2,11 @@
 leave whole on the spill link for a spill node and come back when asked for."""
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from hdl.headers import SPILL_HEADER_BYTES
 from hdl.packet import packet_signature
+from hdl.read_ahead_fifo import ReadAheadFIFO
 from hdl.spillway.arrival import parse_arrival
 from hdl.spillway.credit import CreditCore, verdict_layout
 from hdl.spillway.link import SEQ_BITS, Decapsulator, Encapsulator, header, link_layout
@@ -42,8 +42,8 @@ class SpillSwitch(wiring.Component):
     packet forwarded, encapsulated onto ``spill_o`` (DATA) or discarded; DRAIN requests on ``spill_o``
     at frame boundaries, only once the DATA frame they ask for has left; RETURN frames from ``spill_i``
     into ``return_slots`` slots of the return buffer, decapsulated and re-injected ahead of new packets,
-    in per-flow order. The return buffer is SRAM with a registered read (block RAM on an FPGA), read at
-    the next cycle's position: no latency added.
+    in per-flow order. The ingress FIFOs (``ReadAheadFIFO``) and the return buffer are SRAM with a
+    registered read (block RAM on an FPGA), read at the next cycle's position: no latency added.
     """
 
     def __init__(self, params=None):
@@ -87,8 +87,8 @@ class SpillSwitch(wiring.Component):
         m.submodules.dec = dec = self.dec
         cell = data.StructLayout({"data": 8 * W, "keep": W, "last": 1})
         entry = data.StructLayout({"verdict": verdict_layout(p.handle_bits, p.flows), "beats": range(p.buffer + 1)})
-        m.submodules.beats = beats = SyncFIFO(width=cell.size, depth=p.buffer)
-        m.submodules.verdicts = verdicts = SyncFIFO(width=entry.size, depth=p.buffer)
+        m.submodules.beats = beats = ReadAheadFIFO(width=cell.size, depth=p.buffer)
+        m.submodules.verdicts = verdicts = ReadAheadFIFO(width=entry.size, depth=p.buffer)
 
         # --- Ingress: the FIFO of beats, the parser and the credit core's verdict at the last beat.
         beat = self.i.payload
