@@ -43,3 +43,27 @@ def test_report_and_fpga_agree_on_memories(name, tmp_path):
     fpga.synthesise(name, {}, tmp_path / "fpga", full=False)
     assert _named(memory for memory, _, _ in generic) == _named(fpga.memories(tmp_path / "fpga"))
     assert generic, f"{name} holds no memory: WITH_MEMORIES is stale"
+
+
+def test_combinational_read_refused(tmp_path):
+    """A memory read combinationally cannot be block RAM: without its entry in tools/fpga.toml the flow stops,
+    naming it (the progress register file's flow table)."""
+    with pytest.raises(ValueError, match="memory (flows|rows|settings) has no block RAM mapping"):
+        fpga.synthesise("progress_regfile", {}, tmp_path, distributed=())
+
+
+def test_problems():
+    row = {"block": "b", "fmax_mhz": "90.0", "goal_mhz": "125.0", "meets": "False",
+           "memories": "mem: block RAM; fifo: distributed RAM; $auto$proc_rom.cc:155:do_switch$7: logic"}
+    assert fpga.problems([row], {}) == ["b: 90.0 MHz < 125.0 MHz and no reason in tools/fpga.toml",
+                                        "b: memory fifo mapped to distributed RAM, not block RAM"]
+    assert fpga.problems([row], {"b": {"reason": "why", "distributed": {"fifo": "why"}}}) == []
+
+
+def test_names_and_mapping():
+    assert fpga.cell_name("block.count_TRELLIS_FF_Q") == "count"
+    assert fpga.cell_name("i__payload$16_TRELLIS_FF_Q_522") == "port i__payload"
+    assert fpga.cell_name("block.fifo.storage.0.72$DPRAM_COMB3") == "fifo.storage.0.72"
+    log = ("mapping memory top.block.mem via $__DP16KD_\nmapping memory top.block.fifo via $__TRELLIS_DPR16X4_\n"
+           "using FF mapping for memory top.block.rom\n")
+    assert fpga.memory_mapping(log) == {"mem": "block RAM", "fifo": "distributed RAM", "rom": "logic"}

@@ -92,8 +92,8 @@ def memory_mapping(log):
     found = {}
     for memory, cell in re.findall(r"^mapping memory (\S+) via (\S+)$", log, re.M):
         found[memory.removeprefix("top.block.")] = RAM_CELLS.get(cell, cell)
-    for memory in re.findall(r"^Mapping memory \\?(\S+) in module", log, re.M):      # memory_map: to logic
-        found.setdefault(memory.removeprefix("top.block."), "logic")
+    for memory in re.findall(r"^using FF mapping for memory (\S+)$", log, re.M):
+        found[memory.removeprefix("top.block.")] = "logic"
     return found
 
 
