@@ -44,7 +44,9 @@ MAP = ('setattr -set ram_style "block" top.block/t:$mem_v2; setattr -unset ram_s
 DEVICES = {"85k": "LFE5U-85F"}
 FIELDS = ["block", "params", "fmax_mhz", "goal_mhz", "meets", "stages", "path_from", "path_to", "lut4", "ffs",
           "port_ffs", "dp16kd", "dist_ram", "dsp", "memories", "seconds"]
-RAM_CELLS = {"$__DP16KD_": "block RAM", "$__TRELLIS_DPR16X4_": "distributed RAM"}
+#: Yosys's RAM cells for ECP5 (share/lattice/brams_16kd.txt, lutrams.txt): DP16KD in its true and pseudo
+#: dual-port (wide) modes, TRELLIS_DPR16X4.
+RAM_CELLS = {"$__DP16KD_": "block RAM", "$__PDPW16KD_": "block RAM", "$__TRELLIS_DPR16X4_": "distributed RAM"}
 
 
 class ToolMissing(RuntimeError):
