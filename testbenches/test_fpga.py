@@ -64,6 +64,7 @@ def test_names_and_mapping():
     assert fpga.cell_name("block.count_TRELLIS_FF_Q") == "count"
     assert fpga.cell_name("i__payload$16_TRELLIS_FF_Q_522") == "port i__payload"
     assert fpga.cell_name("block.fifo.storage.0.72$DPRAM_COMB3") == "fifo.storage.0.72"
+    assert fpga.cell_name("block.credits_TRELLIS_FF_Q_5_DI_CCU2C_S1_LUT4_D_Z_TRELLIS_FF_DI") == "credits"
     log = ("mapping memory top.block.mem via $__DP16KD_\nmapping memory top.block.wide via $__PDPW16KD_\n"
            "mapping memory top.block.fifo via $__TRELLIS_DPR16X4_\nusing FF mapping for memory top.block.rom\n")
     assert fpga.memory_mapping(log) == {"mem": "block RAM", "wide": "block RAM", "fifo": "distributed RAM",

