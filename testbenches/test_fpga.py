@@ -57,7 +57,9 @@ def test_problems():
            "memories": "mem: block RAM; fifo: distributed RAM; $auto$proc_rom.cc:155:do_switch$7: logic"}
     assert fpga.problems([row], {}) == ["b: 90.0 MHz < 125.0 MHz and no reason in tools/fpga.toml",
                                         "b: memory fifo mapped to distributed RAM, not block RAM"]
-    assert fpga.problems([row], {"b": {"reason": "why", "distributed": {"fifo": "why"}}}) == []
+    assert fpga.problems([row], {"b": {"reason": "why", "fmax": 91.0, "distributed": {"fifo": "why"}}}) == []
+    assert fpga.problems([row], {"b": {"reason": "why", "fmax": 70.0, "distributed": {"fifo": "why"}}}) == [
+        "b: 90.0 MHz, but its reason in tools/fpga.toml was written at 70.0 MHz: read it again and give the new figure"]
 
 
 def test_names_and_mapping():
