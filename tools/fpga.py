@@ -224,6 +224,11 @@ def markdown(rows, known):
         label = r["block"] + (" (" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
         lines.append(f"| {label} | {float(r['fmax_mhz']):.1f}{mark} | `{r['path_from']}` → `{r['path_to']}` "
                      f"({r['stages']}) | {r['lut4']} | {r['ffs']} | {r['dp16kd']} | {r['dist_ram']} | {r['dsp']} |")
+    for r in rows:
+        distributed = known.get(r["block"], {}).get("distributed", {})
+        if distributed:
+            why = " ".join(next(iter(distributed.values())).split())
+            notes.append(f"Distributed RAM in {r['block']}: {', '.join(distributed)}. {why}")
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 

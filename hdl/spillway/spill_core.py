@@ -59,6 +59,11 @@ class SpillCore(wiring.Component):
         # State, public for the formal spec: spill FIFOs (ring buffers) and the flow table.
         self.entry = data.StructLayout({"handle": handle_bits, "length": 16, "flow": range(flows)})
         self.fifos = [memory.Memory(shape=self.entry, depth=capacity, init=[]) for _ in range(ports)]
+        # Each FIFO's head through a registered read (SRAM): its address is the next cycle's head, and a
+        # handle written to that address in this cycle is read through (a push into an empty FIFO); the
+        # heads' data, public for a design around the core, is what a combinational read of the heads shows.
+        self.writes = [fifo.write_port() for fifo in self.fifos]
+        self.head_reads = [fifo.read_port(transparent_for=(write,)) for fifo, write in zip(self.fifos, self.writes)]
         self.heads = [Signal(range(capacity), name=f"head{p}") for p in range(ports)]
         self.tails = [Signal(range(capacity), name=f"tail{p}") for p in range(ports)]
         self.counts = [Signal(range(capacity + 1), name=f"count{p}") for p in range(ports)]
@@ -81,13 +86,9 @@ class SpillCore(wiring.Component):
         port = arrival.port[:(P - 1).bit_length()]
         malformed = arrival.malformed | (arrival.port >= P)
 
-        # Each FIFO's head through a registered read (SRAM): its address is the next cycle's head, and a
-        # handle written to that address in this cycle is read through (a push into an empty FIFO).
-        writes, reads = [], []
+        writes, reads = self.writes, self.head_reads
         for p, fifo in enumerate(self.fifos):
             m.submodules[f"fifo{p}"] = fifo
-            writes.append(fifo.write_port())
-            reads.append(fifo.read_port(transparent_for=(writes[p],)))
         heads_data = [read.data for read in reads]
         counts = Array(self.counts)
         flow_count = Array(self.flow_count)
