@@ -4,7 +4,8 @@
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
 # sim: the demonstration),
-# NAME, TITLE (new-block: the block's module path and title).
+# NAME, TITLE (new-block: the block's module path and title; scenario: the scenario's name), ARGS (scenario: its
+# options).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -20,9 +21,11 @@ TESTS  ?=
 BLOCK  ?= spillway.switch
 N      ?=
 MUTANT_ARGS ?=
+ARGS   ?=
+SCENARIOS ?= spillway symphony esa dblp sdr mrc
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint new-block formal formal-deep scenarios regress regress-merge mutants coverage verilog report fpga bench waves clean
+.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios regress regress-merge mutants coverage verilog report fpga bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -35,10 +38,12 @@ $(STAMP): pyproject.toml tools/setup.sh
 sim: setup
 	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
 
-## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios.
+## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios;
+## make test BLOCK=name runs one block's tests (its testbench, proofs, soak, layout checks).
 test: lint
 	$(PY) -m pytest -q -n $(JOBS) --dist loadgroup --durations=25 tests testbenches formal scenarios \
-	    $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make test')
+	    $(if $(BLOCK),--block=$(BLOCK)) \
+	    $(if $(PYTEST_ARGS),$(PYTEST_ARGS),--innet-replay='make test$(if $(BLOCK), BLOCK=$(BLOCK))')
 
 ## Style gate (ruff: pyflakes, pycodestyle, import order; config in pyproject.toml)
 lint: setup
@@ -53,10 +58,15 @@ formal: setup
 formal-deep: setup
 	INNET_FORMAL_DEEP=1 $(PY) -m pytest -q -n $(JOBS) formal $(PYTEST_ARGS)
 
-## System scenarios (RTL under Verilator checked against the golden models): CSV + PNG per scenario
+## One scenario on the golden models (python -m scenarios): make scenario NAME=spillway ARGS='--hosts 16'
+## -> build/scenarios/NAME.csv, .png, .txt (the summary); ARGS=--help lists its settings
+scenario: setup
+	@$(PY) -m scenarios $(NAME) $(ARGS)
+
+## Every scenario (SCENARIOS, default all) at its default settings, then the results table (tools.scenario_table)
 scenarios: setup
-	$(PY) -m pytest -v -n $(JOBS) --dist loadgroup scenarios $(PYTEST_ARGS)
-	@echo "results: build/scenarios/*.csv, build/scenarios/*.png"
+	@for name in $(SCENARIOS); do $(PY) -m scenarios $$name || exit 1; done
+	$(PY) -m tools.scenario_table
 
 ## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit)
 regress: setup
@@ -68,12 +78,12 @@ regress-merge: setup
 
 ## Code coverage (Verilator line/branch/toggle) of the testbenches, mapped to the Amaranth source -> build/coverage/
 coverage: setup
-	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS))
+	$(if $(BLOCKS),@$(PY) -m tools.blocks --check $(BLOCKS) >/dev/null)
 	INNET_COVERAGE=1 $(PY) -m pytest -q -n $(JOBS) --dist loadgroup \
-	    $(if $(BLOCKS),$(foreach b,$(BLOCKS),testbenches/test_$(b).py),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
+	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of hdl/$(BLOCK).py against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
 mutants: setup
 	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
 

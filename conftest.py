@@ -23,6 +23,9 @@ def pytest_addoption(parser):
     parser.addoption("--innet-replay", default=None, metavar="COMMAND",
                      help="the command that replays this run, printed with its seed at the end (make passes "
                           "`make sim` or `make test`; default: this pytest command)")
+    parser.addoption("--block", default=None, metavar="NAME",
+                     help="only the tests of one registered block: its testbench, proofs and `tests`, and the "
+                          "tests parametrized by its name (soak, layout, bench); `make test BLOCK=NAME`")
 
 
 def replay_command(config):
@@ -40,6 +43,11 @@ def pytest_configure(config):
     except ValueError as error:
         pytest.exit(f"innet: {error}", returncode=4)
     config.innet_seed = seed
+    block = config.getoption("block")
+    if block is not None:
+        from registry import BLOCKS
+        if block not in BLOCKS:
+            pytest.exit(f"innet: --block: unknown block '{block}' (registered: {', '.join(BLOCKS)})", returncode=4)
 
 
 def pytest_sessionstart(session):
@@ -72,13 +80,31 @@ def pytest_xdist_setupnodes(config, specs):
     status.ensure_show_status = ensure_show_status
 
 
+def _select_block(config, items):
+    """``--block NAME``: keep the items that belong to the registered block ``NAME``."""
+    from registry import BLOCKS
+    name = config.getoption("block")
+    block = BLOCKS[name]
+    files = {block.testbench(), block.proofs(), *block.tests}
+
+    def belongs(item):
+        case = item.callspec.id if hasattr(item, "callspec") else ""
+        return item.path.relative_to(ROOT).as_posix() in files or case == name or case.startswith(f"{name}-")
+
+    kept = [item for item in items if belongs(item)]
+    config.hook.pytest_deselected(items=[item for item in items if not belongs(item)])
+    items[:] = kept
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """``--dist loadgroup`` for pytest 9: pytest-xdist 3.8 (on its workers) puts an item's
     ``xdist_group`` into its node id by setting ``item._nodeid``, which pytest 9 no longer reads (the
     id lives in ``item._id``), so every group was split over the workers and the tests of one
     parameter set waited for each other's build. Do the same through ``_id``; reports then carry
-    ``@group`` (``runner.plain_nodeid`` drops it)."""
+    ``@group`` (``runner.plain_nodeid`` drops it). ``--block`` selects first."""
+    if config.getoption("block"):
+        _select_block(config, items)
     if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
         return
     for item in items:

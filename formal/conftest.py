@@ -14,7 +14,7 @@ from tools import proofs
 def _undocumented(nodeid, done):
     """The messages of the results ``done`` of test ``nodeid`` whose docs row differs from the run's."""
     block = proofs.block_of(plain_nodeid(nodeid))
-    if block is None or not proofs.page(block).exists():      # a tree without docs (a mutation run's copy)
+    if block is None or not proofs.page(block).is_file():     # no page yet, or a tree without docs
         return []
     try:
         rows = proofs.documented(block)

@@ -46,9 +46,11 @@ MODES = ("bmc", "prove", "cover")
 #: Why each bounded (``bmc``) run is not a proof: ``[<task name or glob>] reason = "..."``.
 BOUNDED = Path(__file__).resolve().parent / "bounded.toml"
 
-#: The SymbiYosys job. ``prep`` lowers Amaranth's processes, flattens and collects its memories (its
-#: opt/wreduce passes also shrink the SMT model); SymbiYosys's own prep step adds memory_nordff,
-#: async2sync and formalff, and reads Amaranth's ``$check`` cells as they are (no chformal -lower).
+#: The SymbiYosys job. ``proc -norom`` lowers Amaranth's processes keeping constant tables as logic (a
+#: table made a ROM is a memory, whose contents the induction step would leave free); ``prep`` flattens
+#: and collects the memories (its opt/wreduce passes also shrink the SMT model); SymbiYosys's own prep
+#: step adds memory_nordff, async2sync and formalff, and reads Amaranth's ``$check`` cells as they are
+#: (no chformal -lower).
 #: ``cover_assert`` keeps the assertions checked along the cover traces.
 SBY = """\
 [tasks]
@@ -68,7 +70,8 @@ smtbmc {solver}
 
 [script]
 read_rtlil top.il
-{sram}prep -flatten -top top
+{sram}proc -norom
+prep -flatten -top top
 
 [files]
 top.il

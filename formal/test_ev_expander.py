@@ -1,10 +1,8 @@
-"""Formal check of the MRC EV expander: a symbolic OCP profile, configured and then expanding symbolic EVs.
+"""Formal proof of the MRC EV expander: a symbolic OCP profile, configured and then expanding symbolic EVs.
 
-Bounded model check from reset, deep enough for any profile's configuration scan (``config_cycles``
-at ``PARAMS``: at most 5 + 2 x (2 + 6) = 21 cycles) and requests after it. The profile on ``cfg`` is one
-free constant (every member of every field: mode, counts, format widths, width, init_val, min_val,
-max_val, mask), offered from the first cycle and held until taken; EVs are free every cycle. The spec
-computes, its own way and not the design's:
+The profile on ``cfg`` is one free constant (every member of every field: mode, counts, format widths,
+width, init_val, min_val, max_val, mask), offered from the cycle after the reset of the first cycle and
+held until taken; EVs are free every cycle. The spec computes, its own way and not the design's:
 
 - OCP's verdict (``check_profs``, the ``ev_t`` layout, the block's bounds), as ``models.ev_expander.refusal``
   states them: the profile is taken exactly when the spec accepts it (counters ``configured``/``refused``);
@@ -16,6 +14,17 @@ computes, its own way and not the design's:
   profile's transfer equals it, and one taken before equals the empty (reset) profile's;
 - the ``cfg`` transfer comes within ``config_cycles`` and never in the cycle of a request; one answer
   per request, the cycle after.
+
+Unbounded (k-induction of depth ``BOUND + 4``, deeper than any profile's configuration scan:
+``config_cycles`` at ``PARAMS`` is at most 5 + 2 x (2 + 6) = 21 cycles). The spec's cycle count is
+reset-less and ``rst`` is high exactly in its cycle 0, so an induction trace that reaches back to a
+cycle during the configuration starts with a reset: the scan is checked on real traces from reset, with
+no invariant of its own. After the transfer (the spec's cycle count saturates past ``BOUND``) the
+strengthening invariants are: the configuration FSM idle with nothing to install (``idle``, ``install``,
+public for the spec), and every output bit's registered source (``sel``) and the unused-EV-bit mask
+(``unused``) equal to what the spec derives from the profile (the source of slot bit j of field k: EV
+bit off_k + popcount(mask_k above j) under a mask bit, else init_val bit j; 0 outside every slot), or to
+the empty profile's while none was installed.
 """
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
@@ -43,7 +52,11 @@ class ProfileSpec(Elaboratable):
         m = Module()
         p, E, X, B, F = PARAMS, PARAMS.ev_bits, PARAMS.exp_bits, PARAMS.field_bits, PARAMS.max_fields
         m.submodules.dut = dut = EvExpander(p)
-        m.d.comb += [Assume(~ResetSignal()), dut.o.ready.eq(1)]
+        # rst high exactly in the first cycle of the spec's reset-less count (see the module docstring)
+        cycle = Signal(range(BOUND + 3), reset_less=True)
+        with m.If(cycle != BOUND + 2):
+            m.d.sync += cycle.eq(cycle + 1)
+        m.d.comb += [Assume(ResetSignal() == (cycle == 0)), dut.o.ready.eq(1)]
         prof = View(config_layout(p), Signal(config_layout(p).size, name="profile"))
         m.d.comb += prof.as_value().eq(AnyConst(len(prof.as_value())))
         sent = Signal()
@@ -114,10 +127,8 @@ class ProfileSpec(Elaboratable):
             m.d.comb += Assert(out.ok == want_ok, "ok exactly when the EV bits past the consumed ones are zero")
             m.d.comb += Assert(out.exp_ev == Mux(new, exp_new, 0),
                                "the expansion deposits each field's EV bits under its mask, in its slot")
-        cycle = Signal(range(BOUND + 2))
-        with m.If(cycle != BOUND + 1):
-            m.d.sync += cycle.eq(cycle + 1)
-        m.d.comb += Assert(sent | (cycle <= BOUND), "the profile is taken within config_cycles")
+        m.d.comb += Assert(sent | (cycle <= BOUND + 1), "the profile is taken within config_cycles (of the reset)")
+        self.invariants(m, dut, fields, fmts, in_field, consumed, sent, installed, accept)
         counters = {name: getattr(dut, name) for name in COUNTERS}
         counters_follow(m, counters, {"configured": taken & accept, "refused": taken & ~accept})
         counters_follow(m, counters, {"expanded": fresh & want_ok, "bad_ev": fresh & ~want_ok}, delayed=True)
@@ -128,9 +139,37 @@ class ProfileSpec(Elaboratable):
         ]
         return m
 
+    def invariants(self, m, dut, fields, fmts, in_field, consumed, sent, installed, accept):
+        """After the transfer: nothing left to install, ``sel`` and ``unused`` as the spec derives them from
+        the profile (the empty profile's before)."""
+        E, X, B, F = PARAMS.ev_bits, PARAMS.exp_bits, PARAMS.field_bits, PARAMS.max_fields
+        m.d.comb += [Assert(installed == (sent & accept), "the profile is installed iff taken and accepted"),
+                     Assert(~sent | (dut.idle & ~dut.install), "after the transfer the configuration waits")]
+        for t in range(X):                      # output bit t of ev_t order (sel[t])
+            from_ev, index, start, off = Const(0, 1), Const(0, dut.index_bits), Const(0, 16), Const(0, 16)
+            for k in range(F):
+                w = fmts[k]
+                j = (start + w - 1 - t)[:16]     # the slot bit of field k at t
+                inside = in_field[k] & (start <= t) & (t < start + w) & (j < B)
+                bit = Signal(range(B), name=f"slot_bit{t}_{k}")
+                m.d.comb += bit.eq(j)
+                above = popcount(m, (fields[k].mask[:B] >> (bit + 1))[:B])
+                masked = inside & fields[k].mask.bit_select(bit, 1)
+                from_ev = Mux(masked, 1, from_ev)
+                index = Mux(masked, (off + above)[:dut.index_bits],
+                            Mux(inside, fields[k].init_val.bit_select(bit, 1), index))
+                start = start + Mux(in_field[k], w, 0)
+                off = off + Mux(in_field[k], popcount(m, fields[k].mask[:B]), 0)
+            m.d.comb += Assert(dut.sel[t].as_value() == Mux(installed, Cat(index, from_ev), 0),
+                               f"output bit {t}: its source as the spec derives it from the profile")
+        unused = Cat((E - 1 - j) >= consumed for j in range(E))
+        m.d.comb += Assert(dut.unused == Mux(installed, unused, (1 << E) - 1),
+                           "the unused EV bits: those past the consumed ones")
+
 
 def test_ev_expander_proof():
-    prove(ProfileSpec(), "ev_expander", depth=BOUND + 4, mode="bmc")
+    """Verdict, expansion, answers and counters, unbounded (k-induction; see the module docstring)."""
+    prove(ProfileSpec(), "ev_expander", depth=BOUND + 4)
 
 
 def test_ev_expander_cover():

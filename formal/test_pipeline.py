@@ -1,5 +1,5 @@
-"""Bounded proofs of the switch pipeline (hdl/pipeline.py) whose stage 3 is Spillway's switch side: its credit
-ports (the stages are proved on their own, formal/test_<block>.py and formal/spillway/)."""
+"""Proofs of the switch pipeline (hdl/pipeline.py) whose stage 3 is Spillway's switch side: its credit ports,
+unbounded (the stages are proved on their own, formal/test_<block>.py and formal/spillway/)."""
 
 
 from amaranth.asserts import AnySeq
@@ -7,6 +7,7 @@ from amaranth.hdl import Assert, Const, Elaboratable, Module, Value
 
 from formal.props import after_reset
 from formal.runner import prove
+from formal.spillway.test_switch import credit_invariants, return_path
 from hdl.pipeline import Pipeline
 from models.pipeline import PipelineParams
 
@@ -20,7 +21,10 @@ class PortsSpec(Elaboratable):
     """The disaggregated pipeline's credit ports, every input free, reset free: after a reset every
     port holds its full credit (``capacity``) and nothing is outstanding (SPEC section 1: the node's
     slots are all free); at every cycle each of the ``ports * capacity`` node slots is either a credit
-    or outstanding (``outstanding + sum(credits) == ports * capacity``)."""
+    or outstanding (``outstanding + sum(credits) == ports * capacity``). k-induction, strengthened by the
+    return path's invariants (``formal.spillway.test_switch.return_path``) and every node slot of a port a
+    credit or a packet spilled, unasked, asked or held in the return buffer (``credit_invariants``), so no
+    credit exceeds ``capacity``."""
 
     def elaborate(self, platform):
         m = Module()
@@ -38,9 +42,14 @@ class PortsSpec(Elaboratable):
                                "after a reset every port has its full credit and nothing is outstanding")
         m.d.comb += Assert(dut.outstanding + sum(dut.credits[k] for k in range(P)) == P * C,
                            "every node slot is a credit or outstanding")
+        # strengthening: the return path's invariants, and every node slot a credit or a packet spilled
+        switch = dut.spill
+        cells = [[switch.ret_mem.read_port(domain="comb") for _ in range(switch.slot_beats)]
+                 for _ in range(switch.slots)]
+        credit_invariants(m, switch, return_path(m, switch, cells))
         return m
 
 
-def test_pipeline_disaggregated_ports_bmc():
-    """The disaggregated pipeline shows the spill stage's credits (full after reset) and outstanding."""
-    prove(PortsSpec(), "pipeline_disaggregated_ports", depth=2, mode="bmc")
+def test_pipeline_disaggregated_ports_prove():
+    """The disaggregated pipeline shows the spill stage's credits (full after reset) and outstanding (k-induction)."""
+    prove(PortsSpec(), "pipeline_disaggregated_ports", depth=2)

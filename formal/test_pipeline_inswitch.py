@@ -1,4 +1,4 @@
-"""Bounded proofs of the in-switch pipeline's packet store and egress (hdl/pipeline_inswitch.py).
+"""Proofs of the in-switch pipeline's packet store and egress (hdl/pipeline_inswitch.py), unbounded.
 
 The stages are proved on their own (formal/test_<block>.py); this spec drives every input of a
 small ``InSwitchPipeline`` freely (ingress beats, ``cfg``, queue depths, ``o.ready``) and checks the
@@ -13,8 +13,14 @@ bookkeeping that joins them:
   taken from the spill buffer while ``o`` shows no beat of it, ``store_stalls`` exactly in a cycle where
   stage 2 offers a beat that stage 3 is not offered (the store entry is busy).
 
-A bounded check from reset (the stage internals are too wide for an induction without their own
-invariants); covers show a store stall, an oversize drop and a drained packet sent.
+k-induction (depth 2); covers show a store stall, an oversize drop and a drained packet sent.
+Strengthening invariants (``store_invariants``; the store's bookkeeping registers are public): the
+spill FIFOs' pointers; the store's entering handle is the spill buffer's; ``busy`` is exactly the
+handles the spill buffer holds (its FIFO slots, read through extra read ports, and its output
+register), each held once; a held packet that fits the store has its last beat there, none among the
+beats already sent; the store's registered read holds the beat egress shows; egress is within a
+packet exactly when beats of it were sent. The stages before stage 3 need none: they only make its
+input stream, which the properties take whatever it is.
 
 Data integrity (``IntegritySpec``, reset free at every cycle): the bytes that leave ``o`` for a handle
 are the bytes that entered stage 3 (the store's input, after the aggregator's and progress file's
@@ -27,18 +33,16 @@ packet is ``pick mod 2**handle_bits``; while the packet is stored (until it left
 packet with the same handle entered) the descriptor of that handle on the spill buffer's output is
 the tracked packet: each beat ``o`` sends for it equals the shadow's beat of the spec's own beat
 index (kept byte, keep, last, port), and a packet longer than ``beats`` beats is never sent.
-Bounded (bmc, ``INTEGRITY_DEPTH`` = 7 cycles from the initial state): no k-induction, for the reason
-above (the spill core, the store's busy map and the two register stages would all need invariants
-of their own before the step goes through). The bound: a one-beat packet entering ``i`` at step 0 is
-in stage 3 at step 2; the covers reach, within 7 steps, the tracked packet leaving forwarded, leaving
-after a spill and a drain, and a reset while it is stored; up to 5 packets enter stage 3 in the bound,
-so a handle (2 bits) is reused. Each further step costs 2-4x the previous (depth 8: ~45 s, depth 10:
-~3 min on a loaded machine); ``INNET_PIPELINE_DEPTH=n`` checks deeper.
+Unbounded (k-induction, depth 2): the spec's numbering is modulo 256 (a handle is reused 2**handle_bits
+packets later, after which the tracking has ended). Invariants besides the store's: the store's beat
+index of the entering packet is the spec's; not entered yet: no beat of it in the shadow; entering:
+its number is the spec's count, its beats so far at its entry, which is free; stored: fewer than
+2**handle_bits packets after it, and while held its beats at its entry, ``oversized`` iff longer than
+the store, in its port's FIFO or at egress with its port and the beats sent as the spec counted; no
+beat of it sent before it is at egress.
 """
-import os
-
 from amaranth.asserts import AnyConst, AnySeq
-from amaranth.hdl import Array, Assert, Assume, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
 
 from formal.props import counters_follow
 from formal.runner import prove
@@ -49,6 +53,56 @@ PARAMS = InSwitchPipelineParams.of(
     agg=dict(policy="esa", slots=1, workers=2, values=1), sym=dict(jobs=1, ring=2, table=2),
     spill=dict(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2, depth_bits=2,
                handle_bits=2), beats=1, data_bytes=64, counter_bits=4)
+
+
+def store_invariants(m, dut):
+    """What k-induction needs of the store and the spill core (the stages before stage 3 only make its input
+    stream, which is free anyway): the spill FIFOs' pointers; the store's entering handle is the spill
+    buffer's; ``busy`` is exactly the handles the spill buffer holds (live FIFO slots, read through extra
+    read ports, and its output register), each held once; a held packet that fits the store has a last
+    beat there, and none among the beats of the current descriptor already sent. Returns ``held(h)``,
+    ``(port, live, handle)`` of every FIFO slot, and the store's read of entry ``h`` beat ``k``."""
+    p = dut.params
+    B, entries, C = p.beats, 1 << p.spill.handle_bits, p.spill.capacity
+    spill, core = dut.spill, dut.spill.core
+    desc = spill.o.payload
+    slots = []
+    for q, fifo in enumerate(core.fifos):
+        head, count, tail = core.heads[q], core.counts[q], core.tails[q]
+        m.d.comb += [Assert((head < C) & (tail < C) & (count <= C), f"FIFO {q}: pointers in range"),
+                     Assert(tail == Mux(head + count >= C, head + count - C, head + count),
+                            f"FIFO {q}: tail = head + count")]
+        for k in range(C):
+            read = fifo.read_port(domain="comb")
+            m.d.comb += read.addr.eq(k)
+            slots.append((q, Mux(k >= head, k - head, k + C - head) < count, read.data.handle))
+
+    def held(h):
+        return sum(live & (handle == h) for _, live, handle in slots) + (spill.o.valid & (desc.handle == h))
+
+    store = {}
+    for h in range(entries):
+        for k in range(B):
+            read = dut.store.read_port(domain="comb")
+            m.d.comb += read.addr.eq(h * B + k)
+            store[h, k] = read.data
+    m.d.comb += Assert(dut.entering_handle == core.d.payload.handle, "the store's entering handle is the spill "
+                                                                     "buffer's")
+    for h in range(entries):
+        m.d.comb += Assert(held(h) == dut.busy[h], f"entry {h}: busy exactly while the spill buffer holds it, once")
+        with m.If(dut.busy[h] & ~dut.oversized[h]):
+            m.d.comb += Assert(Cat(*(store[h, k].last for k in range(B))).any(),
+                               f"entry {h}: a packet that fits the store has its last beat there")
+        with m.If(spill.o.valid & (desc.handle == h)):
+            m.d.comb += Assert(~Cat(*(store[h, k].last & (k < dut.sent) for k in range(B))).any(),
+                               f"entry {h}: no beat sent of it so far was its last")
+    # the store's read port (registered, its address the next cycle's) holds the beat egress shows
+    now = dut.store.read_port(domain="comb")
+    m.d.comb += now.addr.eq(desc.handle * B + dut.sent)
+    with m.If(spill.o.valid):
+        m.d.comb += Assert(dut.store_read.data.as_value() == now.data.as_value(),
+                           "egress reads its descriptor's entry at the beat to send")
+    return held, slots, store
 
 
 class Spec(Elaboratable):
@@ -74,7 +128,7 @@ class Spec(Elaboratable):
             Assert(busy == spill.pending + spill.o.valid, "busy entries != the spill buffer's packets"),
             Assert(~spill.o.valid | dut.busy.bit_select(spill.o.payload.handle, 1),
                    "egress reads a free store entry"),
-            Assert(left == sent + dut.oversize,
+            Assert(left == (sent + dut.oversize)[:len(left)],
                    "a descriptor left without its packet being sent or counted oversize"),
             Cover(dut.store_stalls != 0),
             Cover(dut.oversize != 0),
@@ -86,6 +140,8 @@ class Spec(Elaboratable):
             m.d.sync += o_inside.eq(~dut.o.payload.last)
         with m.If(dut.o.valid):
             m.d.comb += Assert(dut.o.payload.first == ~o_inside, "o: first on a packet's first beat only")
+        m.d.comb += Assert(o_inside == (dut.sent != 0), "o: within a packet exactly when beats of it were sent")
+        store_invariants(m, dut)
         counters_follow(m, {"oversize": dut.oversize, "store_stalls": dut.store_stalls},
                         {"oversize": spill.o.valid & spill.o.ready & ~dut.o.valid,
                          "store_stalls": dut.sym.o.valid & ~spill.i.valid}, saturating=False, block="pipeline ")
@@ -109,9 +165,10 @@ class IntegritySpec(Elaboratable):
         beat = spill.i.payload
         enter = spill.i.valid & spill.i.ready
 
-        # The spec's numbering of the packets entering stage 3 (saturating: far beyond the bound).
+        # The spec's numbering of the packets entering stage 3 (modulo 256: a tracked packet's handle is
+        # reused 2**handle_bits packets later, and its tracking has ended by then).
         arrivals = Signal(8)
-        with m.If(enter & beat.last & (arrivals != 255)):
+        with m.If(enter & beat.last):
             m.d.sync += arrivals.eq(arrivals + 1)
         pick = Signal(8)
         m.d.comb += pick.eq(AnyConst(8))
@@ -136,11 +193,10 @@ class IntegritySpec(Elaboratable):
             m.d.sync += [n_in.eq(Mux(n_in == B + 1, n_in, n_in + 1)), port.eq(beat.meta.port),
                          state.eq(Mux(beat.last, 2, 1))]
         # every packet's descriptor (the spill core's arrival, on its last beat) has the SPEC's handle
-        with m.If(enter & beat.last):
-            m.d.comb += Assert(spill.core.d.payload.handle == arrivals[:hb],
-                               "a packet's handle is its arrival number modulo 2**handle_bits (from 0 after reset)")
+        m.d.comb += Assert(spill.core.d.payload.handle == arrivals[:hb],     # (offered on its last beat)
+                           "a packet's handle is its arrival number modulo 2**handle_bits (from 0 after reset)")
         # the next packet of the same handle entered: tracking ends (the stored packet must have left)
-        with m.If(enter & beat.last & (state == 2) & (arrivals == pick + (1 << hb))):
+        with m.If(enter & beat.last & (state == 2) & (arrivals == (pick + (1 << hb))[:8])):
             m.d.sync += state.eq(3)
 
         # the store is written with beat k < beats of a packet entering stage 3, at its entry (the SPEC's
@@ -172,6 +228,41 @@ class IntegritySpec(Elaboratable):
                 Assert(o.last == Array(last)[out_idx], "a handle's packet ends where it ended"),
                 Assert(o.meta.port == port, "a handle's packet leaves for the port it entered with"),
             ]
+        # strengthening (k-induction): the store's and spill core's invariants, and where the tracked packet is
+        held, slots, store = store_invariants(m, dut)
+        h = pick[:hb]
+        m.d.comb += Assert((beat_no <= B + 1) & (dut.entering_index == Mux(beat_no > B, B, beat_no)),
+                           "the store's beat index of the entering packet is the spec's")
+
+        def shadow_stored(k):
+            entry = Array(store[e, k] for e in range(1 << hb))[h]
+            return ((masked(entry.data, entry.keep) == kept[k]) & (entry.keep == keep[k])
+                    & (entry.last == last[k]))
+        matches = Cat(*(shadow_stored(k) | (k >= n_in) for k in range(B))).all()
+        with m.If(state == 0):
+            m.d.comb += Assert((n_in == 0) & ((arrivals != pick) | (beat_no == 0)),
+                               "tracked, not yet entered: no beat of it entered")
+        with m.If(state == 1):
+            m.d.comb += Assert((arrivals == pick) & (n_in == beat_no) & (n_in >= 1) & (n_in <= B + 1)
+                               & ~dut.busy.bit_select(h, 1) & matches,
+                               "tracked, entering: its beats so far stored at its entry, which is free")
+        at_egress = (state == 2) & dut.busy.bit_select(h, 1) & spill.o.valid & (desc.handle == h)
+        with m.If((state <= 2) & ~at_egress):
+            m.d.comb += Assert(out_idx == 0, "tracked: no beat of it sent before it is at egress")
+        with m.If(state == 2):
+            since = (arrivals - pick)[:8]
+            m.d.comb += Assert((since >= 1) & (since <= 1 << hb) & (n_in >= 1) & (n_in <= B + 1),
+                               "tracked, stored: fewer than 2**handle_bits packets entered after it")
+            with m.If(dut.busy.bit_select(h, 1)):
+                m.d.comb += Assert(matches & (dut.oversized.bit_select(h, 1) == (n_in > B)),
+                                   "tracked, held: its beats at its entry, oversized iff longer than the store")
+                for q, live, handle in slots:
+                    with m.If(live & (handle == h)):
+                        m.d.comb += Assert(port == q, "tracked, spilled: in its port's FIFO")
+                with m.If(spill.o.valid & (desc.handle == h)):
+                    m.d.comb += Assert((desc.port == port) & (out_idx == dut.sent),
+                                       "tracked, at egress: its port, the beats sent as the spec counted")
+
         if self.cover:
             m.d.comb += [Cover(sending & o.last & ~o.meta.spilled, "the tracked packet leaves forwarded"),
                          Cover(sending & o.last & o.meta.spilled, "the tracked packet leaves after a spill"),
@@ -179,22 +270,22 @@ class IntegritySpec(Elaboratable):
         return m
 
 
-#: The data-integrity bound (see the module docstring and PROGRESS.md for its cost per step).
-INTEGRITY_DEPTH = int(os.environ.get("INNET_PIPELINE_DEPTH", "7"))
+#: The covers' depth: the tracked packet leaves forwarded, after a spill and a drain; a reset while it is stored.
+COVER_DEPTH = 7
 
 
-def test_pipeline_inswitch_integrity_bmc():
-    """The bytes that leave for a handle are the bytes that entered for it (bounded, reset free)."""
-    prove(IntegritySpec(), "pipeline_integrity", depth=INTEGRITY_DEPTH, mode="bmc")
+def test_pipeline_inswitch_integrity_prove():
+    """The bytes that leave for a handle are the bytes that entered for it (k-induction, reset free)."""
+    prove(IntegritySpec(), "pipeline_integrity", depth=2)
 
 
 def test_pipeline_inswitch_integrity_cover():
     """Not vacuous: the tracked packet leaves forwarded and after a spill; a reset while it is stored."""
-    prove(IntegritySpec(cover=True), "pipeline_integrity_cover", depth=INTEGRITY_DEPTH, mode="cover")
+    prove(IntegritySpec(cover=True), "pipeline_integrity_cover", depth=COVER_DEPTH, mode="cover")
 
 
-def test_pipeline_inswitch_bmc():
-    result = prove(Spec(), "pipeline_bmc", depth=8, mode="bmc")
+def test_pipeline_inswitch_prove():
+    result = prove(Spec(), "pipeline_store", depth=2)
     print(f"pipeline: {result.mode} depth {result.depth} in {result.seconds:.1f} s")
 
 

@@ -19,28 +19,29 @@ k-induction:
 - reset explored: ``rst`` is free in this proof (asserted at any cycle, mid-packet too; the spec's
   own registers reset with it): the design's first-beat flag equals the spec's framing of the beats
   taken (a reset ends a packet), and the cycle after a reset the counters, ``saturated`` and the
-  output register are clear. (The shadow proofs below keep ``rst`` low: bounded from reset.)
+  output register are clear.
 
-Checked against an independent shadow (bounded, ``SHADOW_DEPTH`` cycles from reset, since the
-shadow's relation to the RTL's memories is not an inductive invariant the spec can state): the
-spec keeps its own flow table, job settings and job rows (steps and counts per position), updated
-from the same free config commands and the tracked packets' QPs read from the beat; for every
-tracked packet the RTL's step equals the shadow's, its ``min_step`` equals the true minimum of the
-*live* positions of the shadow row *after* this packet's update (ageing: the spec keeps its own
-clock, last-seen epochs and stale bits; a stale position never holds the minimum down), a live flow
-at that true minimum is never marked, ``aged`` equals the spec's count of positions that turned stale, and a packet
-is marked exactly when it is ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum;
-every forwarded header (valid IPv4 checksum in, any id and TOS, so any checksum value) leaves with
-a valid checksum (RFC 1624 with both end-around-carry folds).
+Checked against an independent shadow (k-induction, unbounded): the spec keeps its own flow table,
+job settings and job rows (steps and counts per position), updated from the same free config commands
+and the tracked packets' QPs read from the beat; for every tracked packet the RTL's step equals the
+shadow's, its ``min_step`` equals the true minimum of the *live* positions of the shadow row *after*
+this packet's update (ageing: the spec keeps its own clock, last-seen epochs and stale bits; a stale
+position never holds the minimum down), a live flow at that true minimum is never marked, ``aged``
+equals the spec's count of positions that turned stale, and a packet is marked exactly when it is
+ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum; the counters increment on the
+spec's judgement of each packet; every forwarded header (valid IPv4 checksum in, any id and TOS, so
+any checksum value) leaves with a valid checksum (RFC 1624 with both end-around-carry folds). Two runs:
+ring 2 (two jobs) and ring 3 (two positions can turn stale on one packet, so ``aged`` must add the count).
 
 Reset in the shadow proofs: ``rst`` is free at every cycle. The SPEC's reset (the model's
 ``reset()``, the RTL docstring's choice): the tables are SRAM and keep their contents, a reset edge
 writes none of them (the command or packet in flight is lost), the timer restarts at 0 and the
 counters clear. So the spec's table and row shadows are reset-less and not updated on a reset edge,
 its clock and ``aged`` reset with the design; every shadow property above then also holds across
-resets. Budget: with reset free the ring-2 run (depth 6) takes twice as long (34 s -> 65 s), so it
-keeps ``rst`` low and leaves the counter properties out (they cost it 2.7x CPU); the ring-3 run (depth
-5: a job, an install, a packet, a reset, a packet) explores reset and checks the counters.
+resets. Strengthening invariants (the tables are created in the design's ``__init__``, so the spec
+reads every word through formal-only read ports): every word of the flow table, the job settings and
+the job rows equals the spec's shadow of it; the design's epoch is the spec's clock; every beat starts
+a packet (the shadow runs drive single-beat packets).
 """
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
@@ -177,18 +178,15 @@ class ProgressSpec(Elaboratable):
 class ShadowSpec(Elaboratable):
     """ProgressRegfile with free inputs against the spec's own shadow of the tables and rows."""
 
-    def __init__(self, params=PARAMS, reset=True, counters=True):
-        self.params, self.reset, self.counters = params, reset, counters
+    def __init__(self, params=PARAMS):
+        self.params = params
 
     def elaborate(self, platform):
         m = Module()
         PARAMS = self.params
         m.submodules.dut = dut = ProgressRegfile(PARAMS)
-        m.d.comb += dut.o.ready.eq(AnySeq(1))
-        if not self.reset:
-            m.d.comb += Assume(~ResetSignal())      # else rst stays free: a reset may come at any cycle
-        live = ~ResetSignal() if self.reset else 1  # a reset edge writes no table (SPEC)
-        keep = self.reset                           # the table shadows keep their contents through reset
+        m.d.comb += dut.o.ready.eq(AnySeq(1))      # rst stays free: a reset may come at any cycle
+        live = ~ResetSignal()                       # a reset edge writes no table (SPEC)
         free_stream(m, dut.i, dut.i.ready)
         free_stream(m, dut.cfg, dut.cfg.ready)
         J, R, T, bits, A = PARAMS.jobs, PARAMS.ring, PARAMS.table, PARAMS.step_bits, PARAMS.age_bits
@@ -222,17 +220,17 @@ class ShadowSpec(Elaboratable):
         m.d.comb += Assume(dut.i.payload.last & (byte(BTH_DQPN_AT + 3) < 4))
         m.d.comb += Assume((dut.cfg.payload.qp < 4) & (dut.cfg.payload.chunk < 4))
 
-        valid = [Signal(name=f"sh_valid{t}", reset_less=keep) for t in range(T)]
-        tag = [Signal(24, name=f"sh_qp{t}", reset_less=keep) for t in range(T)]
-        job_of = [Signal(range(J), name=f"sh_job{t}", reset_less=keep) for t in range(T)]
-        pos_of = [Signal(range(R), name=f"sh_pos{t}", reset_less=keep) for t in range(T)]
-        chunk = [Signal(16, name=f"sh_chunk{j}", reset_less=keep) for j in range(J)]
-        delta = [Signal(bits, name=f"sh_delta{j}", reset_less=keep) for j in range(J)]
-        age_out = [Signal(A, name=f"sh_age_out{j}", reset_less=keep) for j in range(J)]
-        steps = [[Signal(bits, name=f"sh_step{j}_{p}", reset_less=keep) for p in range(R)] for j in range(J)]
-        counts = [[Signal(16, name=f"sh_count{j}_{p}", reset_less=keep) for p in range(R)] for j in range(J)]
-        seen = [[Signal(A, name=f"sh_seen{j}_{p}", reset_less=keep) for p in range(R)] for j in range(J)]
-        stale = [[Signal(name=f"sh_stale{j}_{p}", reset_less=keep) for p in range(R)] for j in range(J)]
+        valid = [Signal(name=f"sh_valid{t}", reset_less=True) for t in range(T)]
+        tag = [Signal(24, name=f"sh_qp{t}", reset_less=True) for t in range(T)]
+        job_of = [Signal(range(J), name=f"sh_job{t}", reset_less=True) for t in range(T)]
+        pos_of = [Signal(range(R), name=f"sh_pos{t}", reset_less=True) for t in range(T)]
+        chunk = [Signal(16, name=f"sh_chunk{j}", reset_less=True) for j in range(J)]
+        delta = [Signal(bits, name=f"sh_delta{j}", reset_less=True) for j in range(J)]
+        age_out = [Signal(A, name=f"sh_age_out{j}", reset_less=True) for j in range(J)]
+        steps = [[Signal(bits, name=f"sh_step{j}_{p}", reset_less=True) for p in range(R)] for j in range(J)]
+        counts = [[Signal(16, name=f"sh_count{j}_{p}", reset_less=True) for p in range(R)] for j in range(J)]
+        seen = [[Signal(A, name=f"sh_seen{j}_{p}", reset_less=True) for p in range(R)] for j in range(J)]
+        stale = [[Signal(name=f"sh_stale{j}_{p}", reset_less=True) for p in range(R)] for j in range(J)]
         # The spec's own clock: cycles since reset, and the epoch (SPEC: an epoch is 2**epoch_bits cycles).
         clock = Signal(PARAMS.epoch_bits + A)
         m.d.sync += clock.eq(clock + 1)
@@ -323,20 +321,30 @@ class ShadowSpec(Elaboratable):
         bad = (n >= IP_OFFSET + 10) & (n < ROCE_HEADER_BYTES)
         tracked = taken & (n >= ROCE_HEADER_BYTES) & hit
         ahead_by = (new_step - true_min > ahead)
-        if self.counters:
-            counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
-                            {"tracked": tracked, "unknown": taken & ~bad & ~tracked, "malformed": taken & bad,
-                             "marked": tracked & expect_mark, "not_ect": tracked & ahead_by & (ecn == 0)},
-                            block="shadow: ")
+        counters_follow(m, {name: getattr(dut, name) for name in COUNTERS},
+                        {"tracked": tracked, "unknown": taken & ~bad & ~tracked, "malformed": taken & bad,
+                         "marked": tracked & expect_mark, "not_ect": tracked & ahead_by & (ecn == 0)},
+                        block="shadow: ")
+        # Strengthening (k-induction): every word of the three tables equals the spec's shadow of it, the
+        # design's epoch is the spec's clock, and every beat starts a packet (single-beat packets).
+        for t in range(T):
+            word = dut.flow_table.read_port(domain="comb")
+            m.d.comb += [word.addr.eq(t),
+                         Assert(word.data.as_value() == Cat(valid[t], tag[t], job_of[t], pos_of[t]),
+                                f"shadow: flow table entry {t} as the shadow's")]
+        for j in range(J):
+            row, setting = dut.job_rows.read_port(domain="comb"), dut.job_settings.read_port(domain="comb")
+            m.d.comb += [row.addr.eq(j), setting.addr.eq(j),
+                         Assert(setting.data.as_value() == Cat(chunk[j], delta[j], age_out[j]),
+                                f"shadow: job {j}'s settings as the shadow's"),
+                         Assert(row.data.as_value() == Cat(*steps[j], *counts[j], *seen[j], *stale[j]),
+                                f"shadow: job {j}'s row as the shadow's")]
+        m.d.comb += [Assert(dut.epoch == now, "shadow: the design's epoch is the spec's clock"),
+                     Assert(dut.first, "shadow: every beat starts a packet")]
         m.d.comb += Cover(dut.decide & (new_step == true_min) & (step != new_step) & (new[0] != new[R - 1]))
         m.d.comb += Cover(ResetSignal() & dut.decide & hit)
         m.d.comb += Cover(dut.decide & Cat(*(dead[p] & (new[p] < true_min) for p in range(R))).any())
         return m
-
-
-SHADOW_DEPTH = 6
-#: Enough for OP_JOB, OP_INSTALL and, two epochs later, a packet that ages both other positions.
-RING3_DEPTH = 5
 
 
 def test_properties():
@@ -345,13 +353,13 @@ def test_properties():
 
 
 def test_shadow():
-    """The RTL's step, minimum and marking equal the independent shadow's (bounded from reset)."""
-    prove(ShadowSpec(reset=False, counters=False), "progress_regfile_shadow", depth=SHADOW_DEPTH, mode="bmc")
+    """The RTL's step, minimum and marking equal the independent shadow's (k-induction)."""
+    prove(ShadowSpec(), "progress_regfile_shadow", depth=2)
 
 
 def test_shadow_ring3():
     """The same shadow with a ring of 3 (``aged`` counts every position that turned stale on a packet), reset free."""
-    prove(ShadowSpec(RING3), "progress_regfile_shadow_ring3", depth=RING3_DEPTH, mode="bmc")
+    prove(ShadowSpec(RING3), "progress_regfile_shadow_ring3", depth=2)
 
 
 def test_covers():

@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Assert, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.headers import INA, UDP, wire_bytes, wire_view
 from hdl.packet import packet_signature
 from hdl.parse import Parser
@@ -214,8 +215,7 @@ class Aggregator(wiring.Component):
 
         # --- counters ---
         for name in COUNTERS:
-            with m.If(transfer & ev[name]):
-                m.d.sync += getattr(self, name).eq(getattr(self, name) + 1)
+            count_event(m, getattr(self, name), transfer & ev[name], overflow="wrap")
 
         # --- output beat ---
         with m.If(transfer):

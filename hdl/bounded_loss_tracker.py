@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Assert, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.headers import DBLP, DBLP_HEADER_BYTES, DBLP_OFFSET, wire_view
 from hdl.packet import packet_signature
 from hdl.parse import Parser
@@ -109,6 +110,16 @@ class BoundedLossTracker(wiring.Component):
         self.now = Signal(p.time_bits)
         self.decide = Signal()
         self.bank_users = [Signal(range(4), name=f"bank_users{k}") for k in range(R)]
+        # the parser (its framing and held header), the packet numbering, the deadline scanner (its next
+        # slot; searching slot s_slot from word s_word for a missing index) and the clear engine (wiping
+        # slot c_slot from word c_word; cptr: where it looks for a dirty slot first)
+        self.accept = Signal(name="accept")
+        self.parser = Parser(self.i.payload, self.accept, header_bytes=DBLP_HEADER_BYTES, hold=True)
+        self.handle = Signal(p.handle_bits, name="handle")
+        self.scan, self.searching = Signal(range(R), name="scan"), Signal(name="searching")
+        self.s_slot, self.s_word = Signal(range(R), name="s_slot"), Signal(range(self.words), name="s_word")
+        self.clearing, self.c_slot = Signal(name="clearing"), Signal(range(R), name="c_slot")
+        self.c_word, self.cptr = Signal(range(self.words), name="c_word"), Signal(range(R), name="cptr")
 
     def elaborate(self, platform):
         m = Module()
@@ -116,7 +127,6 @@ class BoundedLossTracker(wiring.Component):
         lw = (W - 1).bit_length()                      # log2 W
         lr = (R - 1).bit_length()                      # log2 R
         tmask = (1 << self.time_bits) - 1
-        cmax = (1 << self.counter_bits) - 1
         live, closed, dirty, last = Array(self.live), Array(self.closed), Array(self.dirty), Array(self.last)
         job, rnd, cnt, need = Array(self.job), Array(self.round), Array(self.cnt), Array(self.need)
         count, t_first, retries, phase = Array(self.count), Array(self.t_first), Array(self.retries), Array(self.phase)
@@ -131,8 +141,8 @@ class BoundedLossTracker(wiring.Component):
             return round_[:lr] if lr else Const(0, 1)
 
         # --- deadline scanner: target and action of this cycle ---
-        scan = Signal(range(R))
-        searching, s_slot, s_word = Signal(), Signal(range(R)), Signal(range(WORDS))
+        scan = self.scan
+        searching, s_slot, s_word = self.searching, self.s_slot, self.s_word
         age = Signal(self.time_bits)
         m.d.comb += age.eq((self.now - t_first[scan]) & tmask)
         expired = live[scan] & (age >= dl[phase[scan]])
@@ -151,7 +161,7 @@ class BoundedLossTracker(wiring.Component):
         m.d.comb += scanner_close.eq(act_close & close_free)
 
         # --- clear engine: the slot and word it wipes this cycle ---
-        clearing, c_slot, c_word, cptr = Signal(), Signal(range(R)), Signal(range(WORDS)), Signal(range(R))
+        clearing, c_slot, c_word, cptr = self.clearing, self.c_slot, self.c_word, self.cptr
         dirty_vec = Cat(*self.dirty)
         at_or_after = Cat(*(k >= cptr for k in range(R)))
         upper = dirty_vec & at_or_after
@@ -168,8 +178,8 @@ class BoundedLossTracker(wiring.Component):
 
         # --- packet path: parse the header held from the first beat ---
         beat = self.i.payload
-        accept = Signal()
-        m.submodules.parser = parser = Parser(beat, accept, header_bytes=DBLP_HEADER_BYTES, hold=True)
+        accept = self.accept
+        m.submodules.parser = parser = self.parser
         h = wire_view(DBLP, parser.header, DBLP_OFFSET)
         p_slot = Signal(range(R))
         m.d.comb += p_slot.eq(slot_of(h.round))
@@ -218,7 +228,7 @@ class BoundedLossTracker(wiring.Component):
                      self.decide.eq(accept & beat.last)]
 
         # --- the packet's slot update (one read-modify-write of slot p_slot) ---
-        handle = Signal(self.handle_bits)
+        handle = self.handle
         inc = {name: Signal(16, name=f"inc_{name}") for name in COUNTERS}
         opening, adding = self.decide & outcome["open"], self.decide & outcome["forwarded"]
         storing = opening | adding
@@ -322,10 +332,7 @@ class BoundedLossTracker(wiring.Component):
 
         # --- counters (saturating) ---
         for name in COUNTERS:
-            reg = getattr(self, name)
-            total = Signal(self.counter_bits + 17, name=f"sum_{name}")
-            m.d.comb += total.eq(reg + inc[name])
-            m.d.sync += reg.eq(Mux(total > cmax, cmax, total))
+            count_event(m, getattr(self, name), amount=inc[name], overflow="saturate")
 
         if platform == "formal":
             self._invariants(m)

@@ -4,6 +4,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import exact_log2
 
+from hdl.counters import count_event
 from hdl.headers import wire_bytes
 from hdl.packet import packet_signature
 from hdl.parse import Parser
@@ -112,6 +113,13 @@ class ChunkBitmap(wiring.Component):
         self.s_chunks = [Signal(N + 1, name=f"n_chunks{s}") for s in range(S)]
         self.s_done = [Signal(N + 1, name=f"done{s}") for s in range(S)]
         self.busy = Signal()
+        # the memories (created here so that the formal spec can read every word) and the clear engine
+        self.pkt_mem = memory.Memory(shape=p.word_bits, depth=self.depth, init=[])
+        self.chunk_mem = memory.Memory(shape=p.word_bits, depth=self.depth, init=[])
+        self.clear_left = Signal(range(p.slot_words + 1))     # words left to clear
+        self.clear_next = Signal(range(p.slot_words + 1))     # the word of the slot cleared next
+        self.clear_base = Signal(range(self.depth + 1))       # the slot's first word
+        self.inside = Signal()                                # within a packet (the parser's framing)
 
     def elaborate(self, platform):
         m = Module()
@@ -121,10 +129,11 @@ class ChunkBitmap(wiring.Component):
         transfer = Signal()
         m.d.comb += transfer.eq(self.i.valid & self.i.ready)
         m.submodules.parser = parser = Parser(beat, transfer, header_bytes=wire.SDR_HEADER_BYTES)
+        m.d.comb += self.inside.eq(parser.inside)
 
         # --- memories: one write port each (packet RMW or clear engine), transparent RMW read port ---
-        m.submodules.pkt_mem = pkt_mem = memory.Memory(shape=W, depth=self.depth, init=[])
-        m.submodules.chunk_mem = chunk_mem = memory.Memory(shape=W, depth=self.depth, init=[])
+        m.submodules.pkt_mem = pkt_mem = self.pkt_mem
+        m.submodules.chunk_mem = chunk_mem = self.chunk_mem
         pkt_w, chunk_w = pkt_mem.write_port(), chunk_mem.write_port()
         pkt_r = pkt_mem.read_port(transparent_for=(pkt_w,))
         chunk_r = chunk_mem.read_port(transparent_for=(chunk_w,))
@@ -144,9 +153,7 @@ class ChunkBitmap(wiring.Component):
 
         # --- commands and the clear engine ---
         cmd = self.cmd.payload
-        clear_left = Signal(range(SW + 1))
-        clear_next = Signal(range(SW + 1))
-        clear_base = Signal(range(self.depth + 1))
+        clear_left, clear_next, clear_base = self.clear_left, self.clear_next, self.clear_base
         take_cmd = Signal()
         m.d.comb += [self.busy.eq(clear_left != 0), self.cmd.ready.eq(~self.busy),
                      take_cmd.eq(self.cmd.valid & self.cmd.ready),
@@ -298,7 +305,5 @@ class ChunkBitmap(wiring.Component):
 
         # --- counters (saturating) ---
         for name in COUNTERS:
-            counter = getattr(self, name)
-            with m.If(ev[name] & (counter != (1 << p.counter_bits) - 1)):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), ev[name], overflow="saturate")
         return m

@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from models import wire
 from models.ev_expander import COUNTERS, FIELD_MEMBERS, EvExpanderParams
 from models.params import check
@@ -75,17 +76,14 @@ class EvExpander(wiring.Component):
         self.shadow = [Signal(sel, name=f"shadow{k}") for k in range(p.exp_bits)]
         self.unused = Signal(p.ev_bits, init=(1 << p.ev_bits) - 1)   # EV bits (ev's numbering) past the consumed
         self.commit = Signal()                    # the cycle of a cfg transfer
+        # public for the formal spec: the configuration waits for a profile; the verdict installs it (DONE)
+        self.idle, self.install = Signal(init=1, name="idle"), Signal(name="install")
 
     def elaborate(self, platform):
         m = Module()
         self._request_path(m)
         self._configuration(m)
         return m
-
-    def _count(self, m, name, hit):
-        counter = getattr(self, name)
-        with m.If(hit & (counter != (1 << self.params.counter_bits) - 1)):
-            m.d.sync += counter.eq(counter + 1)
 
     def _request_path(self, m):
         p, o = self.params, self.o
@@ -99,8 +97,8 @@ class EvExpander(wiring.Component):
         ok = (ev & self.unused) == 0
         with m.If(transfer):
             m.d.sync += [o.valid.eq(1), o.payload.ok.eq(ok), o.payload.exp_ev.eq(value)]
-        self._count(m, "expanded", transfer & ok)
-        self._count(m, "bad_ev", transfer & ~ok)
+        count_event(m, self.expanded, transfer & ok, overflow="saturate")
+        count_event(m, self.bad_ev, transfer & ~ok, overflow="saturate")
 
     def _configuration(self, m):
         p, c = self.params, self.cfg.payload
@@ -125,8 +123,8 @@ class EvExpander(wiring.Component):
 
         # the f-th entries, staged (FETCH) so that LOAD's checks start from registers
         entry, field, has, end = Signal(wire.EV_FMT_WIDTH_BITS), Signal.like(c.fields[0]), Signal(), Signal()
-        install = Signal()                                # DONE: the verdict, accepted
-        with m.FSM():
+        install = self.install                            # DONE: the verdict, accepted
+        with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.cfg.valid):
                     m.d.sync += [f.eq(0), pos.eq(0), hot.eq(1), taken.eq(0), widths.eq(0), bad.eq(~known),
@@ -189,8 +187,9 @@ class EvExpander(wiring.Component):
                 m.d.sync += install.eq(0)
                 m.next = "IDLE"
 
+        m.d.comb += self.idle.eq(fsm.ongoing("IDLE"))
         with m.If(install):
             m.d.sync += [s.eq(t) for s, t in zip(self.sel, self.shadow)]
             m.d.sync += self.unused.eq(Cat(p.ev_bits - 1 - j >= taken for j in range(p.ev_bits)))
-        self._count(m, "configured", install)
-        self._count(m, "refused", self.commit & ~install)
+        count_event(m, self.configured, install, overflow="saturate")
+        count_event(m, self.refused, self.commit & ~install, overflow="saturate")

@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from models.ev_selector import (
     ASSUMED_BAD,
     COUNTERS,
@@ -233,9 +234,6 @@ class EvSelector(wiring.Component):
                     m.d.sync += self.pool_valid[k].eq(0)
 
         # --- counters ---
-        top = (1 << p.counter_bits) - 1
         for name in COUNTERS:
-            counter = getattr(self, name)
-            with m.If(go & c[name] & (counter != top)):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), go & c[name], overflow="saturate")
         return m

@@ -60,6 +60,10 @@ class Parser(Elaboratable):
         See ``hold``. Views onto it, for the headers that fit: ``eth``, ``ip``, ``udp``, ``bth``
         (RoCEv2), ``ina``; predicates on them: ``is_ipv4`` (EtherType and version), ``is_ihl5``,
         ``is_udp`` (IP protocol), ``is_roce`` and ``is_ina`` (UDP destination port), ``dport(port)``.
+    done : Signal(16)
+        Bytes of the packet before this beat (register, meaningful inside a packet).
+    held : Signal(8 * header_bytes)
+        With ``hold``: the first beat's leading bytes (register, meaningful inside a packet).
     """
 
     def __init__(self, beat, transfer, *, header_bytes, hold=False, framing="count"):
@@ -77,6 +81,7 @@ class Parser(Elaboratable):
         self.count = Signal(range(data_bytes + 1))
         self.length = Signal(16)
         self.header = Signal(8 * header_bytes)
+        self.done, self.held = Signal(16, name="done"), Signal(8 * header_bytes, name="held")
         views = (("eth", ETHERNET, wire.ETH_OFFSET), ("ip", IPV4, wire.IP_OFFSET), ("udp", UDP, wire.UDP_OFFSET),
                  ("bth", BTH, wire.BTH_OFFSET), ("ina", INA, wire.INA_OFFSET))
         for name, layout, offset in views:
@@ -114,13 +119,13 @@ class Parser(Elaboratable):
             self.first.eq(beat.first if self.framing == "flag" else ~self.inside),
             self.count.eq(popcount(beat.keep)),
         ]
-        done = Signal(16)                       # bytes of the packet before this beat
+        done = self.done                        # bytes of the packet before this beat
         m.d.comb += self.length.eq(Mux(self.first, 0, done) + self.count)
         with m.If(self.transfer):
             m.d.sync += [self.inside.eq(~beat.last & (self.first | self.inside)), done.eq(self.length)]
         leading = beat.data[:8 * self.header_bytes]
         if self.hold:
-            held = Signal.like(self.header)
+            held = self.held
             with m.If(self.transfer & self.first):
                 m.d.sync += held.eq(leading)
             m.d.comb += self.header.eq(Mux(self.first, leading, held))

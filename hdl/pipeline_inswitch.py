@@ -3,6 +3,7 @@ store as a traffic manager holds."""
 from amaranth.hdl import Array, Const, Module, Mux, Signal
 from amaranth.lib import data, memory
 
+from hdl.counters import count_event
 from hdl.pipeline import PipelineStages
 from hdl.spillway.inswitch import InSwitchSpillBuffer
 from models.pipeline_inswitch import COUNTERS, InSwitchPipelineParams
@@ -34,7 +35,14 @@ class InSwitchPipeline(PipelineStages):
         super().__init__(params)
         p = self.params
         self.handle_bits, self.beats = p.spill.handle_bits, p.beats
-        self.busy = Signal(1 << self.handle_bits)    # store entries in use (public for the formal spec)
+        # The store's bookkeeping (public for the formal spec): entries in use, entries holding a packet longer
+        # than the store, the entering packet's entry (the spill buffer's handle) and beats stored so far,
+        # the beats of the current descriptor already sent.
+        self.busy = Signal(1 << self.handle_bits)
+        self.oversized = Signal(1 << self.handle_bits)
+        self.entering_handle = Signal(self.handle_bits)
+        self.entering_index = Signal(range(self.beats + 1))
+        self.sent = Signal(range(self.beats))
         # The packet store, written as beats enter stage 3 (its write port public for the formal spec).
         entry = data.StructLayout({"data": 8 * p.data_bytes, "keep": p.data_bytes, "last": 1})
         self.store = memory.Memory(shape=entry, depth=(1 << self.handle_bits) * self.beats, init=[])
@@ -61,14 +69,13 @@ class InSwitchPipeline(PipelineStages):
     def elaborate(self, platform):
         m = Module()
         agg, sym, spill = self._stages(m)
-        B, entries = self.beats, 1 << self.handle_bits
+        B = self.beats
 
         m.submodules.store = self.store
         write, read = self.store_write, self.store_read
-        busy = self.busy
-        oversize = Signal(entries)
-        handle = Signal(self.handle_bits)       # the spill buffer's handle of the entering packet
-        index = Signal(range(B + 1))            # beats of it stored so far
+        busy, oversize = self.busy, self.oversized
+        handle = self.entering_handle           # the spill buffer's handle of the entering packet
+        index = self.entering_index             # beats of it stored so far
         waiting = busy.bit_select(handle, 1)
         entering = self._one_hot(m, handle, "entering")     # the entry of the entering packet
         beat = sym.o.payload
@@ -93,7 +100,7 @@ class InSwitchPipeline(PipelineStages):
 
         # Egress: the stored beats of each descriptor.
         desc = spill.o.payload
-        sent = Signal(range(B))                 # beats of the current descriptor already sent
+        sent = self.sent                        # beats of the current descriptor already sent
         long = oversize.bit_select(desc.handle, 1)
         # The descriptor and beat egress shows in the next cycle: the spill core's output register
         # loads a drained head or a forwarded arrival (as hdl/spillway/spill_core.py SpillCore does).
@@ -127,7 +134,5 @@ class InSwitchPipeline(PipelineStages):
         # Counters.
         self._counters(m, agg, sym, INSWITCH_COUNTERS)
         for name, event in (("oversize", done & long), ("store_stalls", sym.o.valid & waiting)):
-            counter = getattr(self, name)
-            with m.If(event):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), event, overflow="wrap")
         return m

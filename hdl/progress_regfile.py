@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Module, Mux, ResetSignal, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.packet import packet_signature
 from hdl.parse import Parser
 from models.params import check
@@ -100,15 +101,19 @@ class ProgressRegfile(wiring.Component):
         self.table_reads = Signal()             # packet accesses of each array in this cycle
         self.row_reads = Signal()
         self.row_writes = Signal()
+        # The three tables (created here so that the formal spec can read every word).
+        self.flow_table = memory.Memory(shape=self.entry, depth=self.table, init=[])
+        self.job_rows = memory.Memory(shape=self.row, depth=self.jobs, init=[])
+        self.job_settings = memory.Memory(shape=self.settings, depth=self.jobs, init=[])
 
     def elaborate(self, platform):
         m = Module()
         R, bits = self.ring, self.step_bits
         top = (1 << bits) - 1
 
-        m.submodules.flows = flows = memory.Memory(shape=self.entry, depth=self.table, init=[])
-        m.submodules.rows = rows = memory.Memory(shape=self.row, depth=self.jobs, init=[])
-        m.submodules.settings = settings = memory.Memory(shape=self.settings, depth=self.jobs, init=[])
+        m.submodules.flows = flows = self.flow_table
+        m.submodules.rows = rows = self.job_rows
+        m.submodules.settings = settings = self.job_settings
         flow_read, flow_write = flows.read_port(domain="comb"), flows.write_port()
         row_read, row_write = rows.read_port(domain="comb"), rows.write_port()
         set_read, set_write = settings.read_port(domain="comb"), settings.write_port()
@@ -232,16 +237,9 @@ class ProgressRegfile(wiring.Component):
         saturating = step_saturates
         aged = Signal(range(R + 1))
         m.d.comb += aged.eq(sum(Cat(t, 0) for t in turned))
-        room = (1 << self.counter_bits) - 1 - self.aged
-        with m.If(self.decide & (aged != 0)):
-            m.d.sync += self.aged.eq(Mux(aged > room, self.aged + room, self.aged + aged))
-        saturating = saturating | (self.decide & (aged > room))
+        saturating = saturating | count_event(m, self.aged, self.decide, amount=aged, overflow="saturate")
         for name, event in events.items():
-            counter = getattr(self, name)
-            full = counter == (1 << self.counter_bits) - 1
-            with m.If(event & ~full):
-                m.d.sync += counter.eq(counter + 1)
-            saturating = saturating | (event & full)
+            saturating = saturating | count_event(m, getattr(self, name), event, overflow="saturate")
         with m.If(saturating):
             m.d.sync += self.saturated.eq(1)
 

@@ -18,6 +18,13 @@ class ReadAheadFIFO(Elaboratable):
         Bits of a word.
     depth : int
         Words held, at least 1.
+
+    Attributes
+    ----------
+    storage : Memory
+        The words, created here so a formal spec can add read ports to it.
+    produce, consume : Signal
+        The position written next and the head's position.
     """
 
     def __init__(self, *, width, depth):
@@ -29,13 +36,15 @@ class ReadAheadFIFO(Elaboratable):
         self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
         self.r_data, self.r_en, self.r_rdy = Signal(width), Signal(), Signal()
         self.level = Signal(range(depth + 1))
+        self.storage = memory.Memory(shape=width, depth=depth, init=[])
+        self.produce, self.consume = Signal(range(depth), name="produce"), Signal(range(depth), name="consume")
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.storage = storage = memory.Memory(shape=self.width, depth=self.depth, init=[])
+        m.submodules.storage = storage = self.storage
         write = storage.write_port()
         read = storage.read_port(transparent_for=(write,))
-        produce, consume = Signal(range(self.depth)), Signal(range(self.depth))
+        produce, consume = self.produce, self.consume
 
         def succ(pointer):
             return Mux(pointer == self.depth - 1, 0, pointer + 1)

@@ -3,6 +3,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.headers import BTH, ETHERNET, IPV6, UDP, wire_view
 from hdl.packet import output_register
 from models import wire
@@ -200,11 +201,8 @@ class UsidForwarder(wiring.Component):
             m.d.sync += self.lfsr.eq((self.lfsr >> 1) ^ Mux(self.lfsr[0], LFSR_TAPS, 0))
 
         # --- counters ---
-        top = (1 << p.counter_bits) - 1
         events = {name: verdict == k for k, name in enumerate(VERDICTS)}
         events.update(decapsulated=routed & decap, ce_marked=marked)
         for name, hit_ in events.items():
-            counter = getattr(self, name)
-            with m.If(transfer & hit_ & (counter != top)):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), transfer & hit_, overflow="saturate")
         return m

@@ -1,4 +1,5 @@
-"""Shared output of the system scenarios: one CSV and one PNG per scenario in ``build/scenarios``."""
+"""Shared output of the system scenarios: a CSV, a PNG and a summary per run in ``build/scenarios`` (or the
+directory a command names), and the RTL replay of a recorded run."""
 import csv
 from pathlib import Path
 
@@ -9,13 +10,14 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless back
 
 OUT = Path(__file__).resolve().parents[1] / "build" / "scenarios"
 
-__all__ = ["OUT", "write_csv", "figure", "plt"]
+__all__ = ["OUT", "write_csv", "write_summary", "figure", "plt", "replay"]
 
 
-def write_csv(name, header, rows):
-    """Write ``rows`` under ``header`` to ``build/scenarios/<name>.csv``; return the path."""
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"{name}.csv"
+def write_csv(name, header, rows, out=OUT):
+    """Write ``rows`` under ``header`` to ``<out>/<name>.csv``; return the path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.csv"
     with open(path, "w", newline="") as out:
         writer = csv.writer(out)
         writer.writerow(header)
@@ -23,12 +25,23 @@ def write_csv(name, header, rows):
     return path
 
 
+def write_summary(name, lines, out=OUT):
+    """Write the run's summary (``lines``) to ``<out>/<name>.txt``, print it; return the path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.txt"
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return path
+
+
 class figure:
     """``with figure(name, cols, seed=S) as axes:`` draws into ``cols`` side-by-side axes, saved as
-    ``build/scenarios/<name>.png`` on exit, titled with the scenario and the seed of its run."""
+    ``<out>/<name>.png`` on exit, titled with the scenario and the seed of its run."""
 
-    def __init__(self, name, cols=1, width=6.0, height=4.0, seed=None):
-        self.path = OUT / f"{name}.png"
+    def __init__(self, name, cols=1, width=6.0, height=4.0, seed=None, out=OUT):
+        self.out = Path(out)
+        self.path = self.out / f"{name}.png"
         self.fig, axes = plt.subplots(1, cols, figsize=(width * cols, height), squeeze=False)
         self.axes = list(axes[0])
         if seed is not None:
@@ -39,7 +52,7 @@ class figure:
 
     def __exit__(self, *exc):
         if exc[0] is None:
-            OUT.mkdir(parents=True, exist_ok=True)
+            self.out.mkdir(parents=True, exist_ok=True)
             self.fig.tight_layout()
             self.fig.savefig(self.path, dpi=120)
         plt.close(self.fig)
@@ -48,7 +61,8 @@ class figure:
 
 async def replay(dut, lockstep, records, name):
     """Drive the inputs ``records`` (one dict a cycle, the model's inputs: port name -> value as the model
-    took it, a payload dict or None) into ``dut`` after a reset, and compare every cycle through
+    took it, a payload dict or None; ``<port>__packet`` the whole packet of a first beat on a model's
+    ``LOOKAHEAD`` port) into ``dut`` after a reset, and compare every cycle through
     ``lockstep`` (the Component's golden model, fresh): the RTL must make the decisions the scenario's
     model loop made. Fails on the first difference, naming the cycle. Returns the simulation time (ns)
     of each cycle's clock edge."""
@@ -70,5 +84,6 @@ async def replay(dut, lockstep, records, name):
             handles[port].value = 0 if value is None else pack(layout, value)
         await edge
         times.append(tb.now())
-        lockstep.cycle(tb.PortValues(handles), where=f"{name}: cycle {cycle}")
+        lockstep.cycle(tb.PortValues(handles), lambda port, r=record: r[f"{port}__packet"],
+                       where=f"{name}: cycle {cycle}")
     return times

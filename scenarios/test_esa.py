@@ -6,8 +6,8 @@ rounds with the sum, link latencies) runs one multi-job trace under ATP, SwitchM
 ``Aggregator`` RTL of that policy under Verilator as the switch: each packet the loop hands to the
 switch is driven into the RTL (one per cycle), the loop reacts to the RTL's outputs, and every
 output is checked against the golden model by the lockstep (fed the packets the RTL took), the slots'
-occupancy every cycle too. Output: ``build/scenarios/esa.csv`` (per policy and job, plus means) and
-``.png``.
+occupancy every cycle too. The sweep over pool sizes and job counts on the golden models, its CSV and
+plots: ``python -m scenarios esa``.
 """
 import json
 import os
@@ -22,10 +22,9 @@ from hdl.aggregator import POLICIES, Aggregator, AggregatorParams
 from models.aggregator import AggregatorModel
 from models.headers import INA, Ether
 from models.packet import beats_of
-from scenarios.common import OUT, figure, write_csv
 from testbenches import runner, tb
 from testbenches.lockstep import Lockstep
-from tools.agg_measure import IN_PORT, SWEEP_JOBS, ClosedLoop, job_round, occupancy, simulate, sweep
+from tools.agg_measure import IN_PORT, ClosedLoop, job_round, occupancy, simulate
 
 PARAMS = AggregatorParams(slots=4, workers=4, values=2, data_bytes=64)
 #: ``INNET_SCALE=n`` runs n times as many rounds per job.
@@ -139,68 +138,9 @@ def test_esa(record_property):
         assert model_loop.finish == r["finish"], f"{policy}: model-only loop {model_loop.finish}"
 
     mean = {p: float(np.mean(list(r["finish"].values()))) for p, r in results.items()}
-    rows = []
-    for policy, r in results.items():
-        s = r["stats"]
-        for j in range(jobs):
-            rows.append((policy, j, j, r["fanin"][j], r["finish"][j], "", "",
-                         r["collisions"].get(j, 0), r["preempted"].get(j, 0)))
-        rows.append((policy, "mean", "", "", round(mean[policy], 1), round(s["held"], 3),
-                     round(s["aggregating"], 3), s["collision"], s["preempted"]))
-    write_csv("esa", ["policy", "job", "priority", "workers", "completion", "slots_held",
-                      "slots_aggregating", "collisions", "preempted"], rows)
-
-    with figure("esa", cols=2, seed=seed()) as (bars, usage):
-        step = 0.8 / len(results)
-        for n, (policy, r) in enumerate(results.items()):
-            bars.bar([j + step * n for j in range(jobs)], [r["finish"][j] for j in range(jobs)],
-                     width=step, label=f"{policy} (mean {mean[policy]:.0f})")
-            usage.bar(n - 0.2, r["stats"]["held"], width=0.4, color="tab:blue",
-                      label="held" if n == 0 else None)
-            usage.bar(n + 0.2, r["stats"]["aggregating"], width=0.4, color="tab:orange",
-                      label="aggregating" if n == 0 else None)
-        bars.set_xticks([j + step for j in range(jobs)],
-                        [f"job {j}\nprio {j}, {results['esa']['fanin'][j]} workers" for j in range(jobs)])
-        bars.set(ylabel="completion cycle",
-                 title=f"job completion ({rounds} rounds, {PARAMS.slots} slots)")
-        bars.set_ylim(top=1.25 * max(max(r["finish"].values()) for r in results.values()))
-        bars.legend(loc="upper center", ncols=len(results), fontsize="small")
-        usage.set_xticks(range(len(results)), list(results))
-        usage.set(ylabel="fraction of slot-cycles", title="slot utilisation")
-        usage.legend()
-
-    lines = []
-    for policy, r in results.items():
-        s = r["stats"]
-        lines.append(f"{policy}: mean completion {mean[policy]:.1f}, held {s['held']:.3f}, aggregating "
-                     f"{s['aggregating']:.3f}, collisions {s['collision']}, preempted {s['preempted']}")
-        print(lines[-1])
-    record_property("innet", {"kind": "scenario", "name": "esa", "seed": seed(), "headline": "; ".join(lines),
-                              "files": [OUT / "esa.csv", OUT / "esa.png", *pcaps]})
+    record_property("innet", {"kind": "scenario", "name": "esa", "seed": seed(), "files": pcaps,
+                              "headline": ", ".join(f"{p} {m:.1f}" for p, m in mean.items())})
     assert mean["esa"] <= mean["atp"], f"ESA's mean completion {mean['esa']} is worse than ATP's {mean['atp']}"
-
-
-def test_esa_sweep(record_property):
-    """When each policy wins: the scenario's trace on the golden model over pool sizes x job counts.
-
-    SwitchML never crosses the PS (the switch multicasts the result) and its reserved ranges never
-    collide, so it is fastest once every job's range covers its window; it cannot run with fewer
-    slots than jobs. ATP holds a slot until the PS's ACK returns; ESA frees it on completion and
-    preempts by priority, so it is ahead of ATP once the pool is shared by 4 jobs or more.
-    """
-    cfg = dict(config(), seed=seed())
-    rows = sweep(cfg, OUT / "esa_sweep.csv")
-    for row in rows:
-        assert (row["switchml"] == "") == (row["slots"] < row["jobs"]), row
-    shared = [row for row in rows if row["jobs"] >= 4]
-    worse = [row for row in shared if row["esa"] > row["atp"]]
-    assert not worse, f"ESA slower than ATP with 4 or more jobs: {worse}"
-    ratio = {jobs: [row["atp"] / row["esa"] for row in rows if row["jobs"] == jobs] for jobs in SWEEP_JOBS}
-    headline = "; ".join(f"{jobs} jobs: ATP/ESA mean completion {min(r):.2f}-{max(r):.2f}x"
-                         for jobs, r in ratio.items())
-    print(headline)
-    record_property("innet", {"kind": "scenario", "name": "esa_sweep", "seed": seed(), "headline": headline,
-                              "files": [OUT / "esa_sweep.csv", OUT / "esa_sweep.png"]})
 
 
 pytestmark = pytest.mark.xdist_group("scenario_esa")

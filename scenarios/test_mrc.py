@@ -2,8 +2,8 @@
 
 The closed loop of ``scenarios/mrc_fabric.py`` runs with the RTL under Verilator in it: QP 0's
 ``EvSelector``, the ``EvExpander`` and the ``UsidForwarder`` (leaf 0) in one wrapper, every answer
-(selection every cycle, every DA, every forwarding verdict, port, queue and output bytes) checked
-against the golden models fed the same inputs. Three runs:
+(selection every cycle, every DA, every forwarding verdict, port, queue and output header bytes)
+checked by the lockstep of each block against its golden model fed what the RTL took. Three runs:
 
 (a) 20 % drop injected on one EV of 16: that EV is demoted at its first loss event, a backup of the
     same plane replaces it, goodput stays at the offered 1 packet/cycle;
@@ -13,7 +13,7 @@ against the golden models fed the same inputs. Three runs:
 (c) uplinks failed one by one (4 of 8): goodput about constant, against single-path ECMP (one
     uplink's rate, nothing during reconvergence).
 
-Output: ``build/scenarios/mrc.csv`` (per window and run) and ``mrc.png``.
+The runs on the golden models alone, their CSV and plots: ``python -m scenarios mrc``.
 """
 import json
 
@@ -22,15 +22,16 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import RisingEdge
 
 from hdl.ev_expander import EvExpander, config_layout
-from hdl.ev_selector import KIND, EvSelector, answer_layout, request_layout
-from hdl.usid_forwarder import HDR_BYTES, VERDICTS, UsidForwarder, descriptor_layout, result_layout, route_layout
+from hdl.ev_selector import KIND, EvSelector, request_layout
+from hdl.usid_forwarder import HDR_BYTES, UsidForwarder, descriptor_layout, route_layout
 from models.ev_expander import EvExpanderParams
 from models.ev_selector import EvSelectorParams
 from models.usid_forwarder import UsidForwarderParams
-from scenarios.common import OUT, figure, write_csv
+from registry import BLOCKS
+from scenarios.mrc import CYCLES, DROP, DROP_EV, FAILURES, ecmp
 from scenarios.mrc_fabric import (
     EXP,
     FWD,
@@ -38,23 +39,14 @@ from scenarios.mrc_fabric import (
     PATHS,
     PROFILE,
     SEL,
-    SERVICE,
     SPINE,
     SPINES,
     Fabric,
     ModelEngine,
-    ev_of,
     path_of,
 )
 from testbenches import runner, tb
-from testbenches.test_usid_forwarder import deparse
-
-#: The runs: (a) drop on one EV, (b) collision, (c) failures (path -> cycle).
-DROP_EV, DROP = ev_of(5, 1), 0.2
-FAILURES = {0: 1000, 4: 2500, 1: 4000, 5: 5500}
-CYCLES = {"drop": 3000, "collide": 3000, "fail": 7000}
-#: ECMP baseline: the flow's hashed uplink, and the cycles a reroute takes after its failure.
-ECMP_PATH, CONVERGE = 0, 500
+from testbenches.lockstep import Lockstep
 
 
 class MrcTop(wiring.Component):
@@ -85,14 +77,14 @@ class MrcTop(wiring.Component):
 
 
 class RtlEngine(ModelEngine):
-    """Drives the RTL each cycle with the loop's inputs and checks its answers against the models."""
+    """Drives the RTL each cycle with the loop's inputs; the loop goes on with the golden models' answers
+    (``ModelEngine``), and the one lockstep per block (``locksteps``, following the wrapper's submodules)
+    checks every RTL answer against the block's own golden model, fed what the RTL took."""
 
     def __init__(self, dut):
         super().__init__()
         self.dut = dut
-        self.req, self.ans = request_layout(SEL), answer_layout(SEL)
-        self.desc, self.res = descriptor_layout(FWD), result_layout()
-        self.last_exp = self.last_fwd = None
+        self.req, self.desc = request_layout(SEL), descriptor_layout(FWD)
         self.cycles = 0
 
     async def start(self):
@@ -131,32 +123,21 @@ class RtlEngine(ModelEngine):
             dut.fwd_i__payload.value = tb.pack(self.desc, {
                 "hdr": int.from_bytes(raw[:HDR_BYTES], "little"), "length": len(raw),
                 "port": port, "data_depth": data_depth, "prio_depth": prio_depth})
-        await ReadOnly()
-        got = tb.unpack(self.ans, dut.sel_o__payload.value.to_unsigned())
-        rtl = (bool(got["selected"]), got["slot"] if got["selected"] else None, got["ev"] if got["selected"] else None,
-               bool(got["stall"]), bool(got["retransmit"]))
-        assert rtl == (sel["valid"], sel["slot"], sel["ev"], sel["stall"], sel["retransmit"]), (
-            f"cycle {self.cycles}: selector RTL {rtl}, model {sel}")
-        assert bool(dut.exp_o__valid.value) == (self.last_exp is not None), f"cycle {self.cycles}: expander valid"
-        if self.last_exp is not None:
-            value = dut.exp_o__payload.value.to_unsigned()
-            assert (bool(value & 1), value >> 1) == (self.last_exp["ok"], self.last_exp["exp_ev"]), (
-                f"cycle {self.cycles}: expander RTL {value:#x}, model {self.last_exp}")
-        assert bool(dut.fwd_o__valid.value) == (self.last_fwd is not None), f"cycle {self.cycles}: forwarder valid"
-        if self.last_fwd is not None:
-            raw, expected = self.last_fwd
-            res = tb.unpack(self.res, dut.fwd_o__payload.value.to_unsigned())
-            verdict = VERDICTS[res["verdict"]]
-            leaves = expected["packet"] is not None
-            actual = (verdict, res["port"] if leaves else None, bool(res["marked"]),
-                      deparse(raw, res) if leaves else None)
-            assert actual == (expected["verdict"], expected["port"], expected["marked"], expected["packet"]), (
-                f"cycle {self.cycles}: forwarder RTL {actual[:3]}, model {expected['verdict'], expected['port']}")
         await RisingEdge(dut.clk)
-        self.last_exp = da
-        self.last_fwd = (packet[0], out) if packet is not None else None
         self.cycles += 1
         return sel, da, out
+
+
+def locksteps(dut):
+    """The lockstep of each block of ``MrcTop`` beside its submodule, from the first cycle after each reset."""
+    out = []
+    blocks = (("sel", "ev_selector", SEL), ("exp", "ev_expander", EXP), ("fwd", "usid_forwarder", FWD))
+    for scope, name, params in blocks:
+        b = BLOCKS[name]
+        ls = Lockstep(b.interface(params), b.model(params))
+        cocotb.start_soon(tb.follow(getattr(dut, scope), ls, dut.clk, lambda: bool(dut.rst.value)))
+        out.append(ls)
+    return out
 
 
 def fabrics(seed):
@@ -175,8 +156,9 @@ def summary(name, fabric):
 
 @cocotb.test()
 async def mrc(dut):
-    """The three runs with the RTL in the loop, every answer checked against the models."""
+    """The three runs with the RTL in the loop, every answer checked against the models (the lockstep)."""
     tb.start_clock(dut)
+    checking = locksteps(dut)
     results = {}
     for name, fabric in fabrics(tb.seed()).items():
         engine = RtlEngine(dut)
@@ -184,27 +166,14 @@ async def mrc(dut):
         for _ in range(CYCLES[name]):
             inputs = fabric.begin(engine)
             fabric.end(engine, *await engine.step(*inputs))
+        for _ in range(4):                          # the last answers leave (latency 1)
+            dut.sel_i__valid.value = dut.exp_i__valid.value = dut.fwd_i__valid.value = 0
+            await RisingEdge(dut.clk)
+        for ls in checking:
+            ls.done()
         results[name] = summary(name, fabric)
         cocotb.log.info("%s: %d cycles, RTL answers equal the models; %s", name, engine.cycles, fabric.stats)
     (tb.run_dir() / "result.json").write_text(json.dumps(results))
-
-
-def ecmp(cycles, window):
-    """Single-path ECMP goodput per window: one uplink's rate while its path is up, 0 for CONVERGE
-    cycles after it fails, then rehashed onto the lowest-numbered live uplink."""
-    path, down_until, out, got = ECMP_PATH, -1, [], 0
-    for t in range(cycles):
-        failed = {p for p, at in FAILURES.items() if at <= t}
-        if path in failed and down_until < 0:
-            down_until = t + CONVERGE
-        if 0 <= down_until <= t:
-            path, down_until = min(p for p in range(PATHS) if p not in failed), -1
-        if down_until < 0 and t % SERVICE == 0:
-            got += 1
-        if (t + 1) % window == 0:
-            out.append(got / window)
-            got = 0
-    return out
 
 
 def mean(values):
@@ -251,39 +220,10 @@ def test_mrc(record_property):
     fail = goodput("fail")
     assert min(fail) >= 0.8 and mean(fail) >= 0.95 and mean(fail) > 2 * mean(base[1:]), (fail, base)
 
-    rows = []
-    for name in ("drop", "no_drop", "collide", "ignore", "fail"):
-        for t, g, paths, depths in r[name]["samples"]:
-            on_x = sum(n for k, n in paths.items() if k.endswith(":0"))
-            rows.append((name, t, round(g, 3), on_x, sum(paths.values()), depths[0]))
-    rows += [("ecmp", (k + 1) * window, round(g, 3), "", "", "") for k, g in enumerate(base)]
-    write_csv("mrc", ["run", "cycle", "goodput", "packets_on_uplink0", "packets", "uplink0_queue"], rows)
-    with figure("mrc", cols=3, seed=seed) as (fa, fb, fc):
-        for ax, names in ((fa, ("drop", "no_drop")), (fb, ("collide", "ignore")), (fc, ("fail",))):
-            for name in names:
-                ax.plot([s[0] for s in r[name]["samples"]], [s[1] for s in r[name]["samples"]], label=name)
-        fa.axvline(a["demoted_at"], color="grey", ls=":", label="bad EV demoted")
-        fa.set(title=f"(a) {DROP:.0%} drop on one EV of 16", xlabel="cycle", ylabel="goodput (packets/cycle)",
-               ylim=(0, 1.2))
-        fb.set(title="(b) plane-0 EVs of 2 QPs on one uplink (ignore: ECN echo ignored)", xlabel="cycle",
-               ylim=(0, 1.2))
-        fc.plot([(k + 1) * window for k in range(len(base))], base, label="single-path ECMP")
-        for at in FAILURES.values():
-            fc.axvline(at, color="grey", ls=":")
-        fc.set(title="(c) uplinks failed one by one", xlabel="cycle", ylim=(0, 1.2))
-        for ax in (fa, fb, fc):
-            ax.legend(fontsize="small")
-    headline = (f"(a) EV demoted at its 1st loss event (cycle {a['demoted_at']}), same-plane backup, goodput "
-                f"{mean(goodput('drop')):.2f} (no drop {mean(goodput('no_drop')):.2f}); "
-                f"(b) ECN echo ignored -> acted on: uplink-0 queue "
-                f"{queue['ignore']:.1f} -> {queue['collide']:.1f}, share {share['ignore']:.0%} -> "
-                f"{share['collide']:.0%}, "
-                f"trims {trims['ignore']} -> {trims['collide']}, goodput {mean(goodput('ignore', 5)):.2f} -> "
-                f"{mean(goodput('collide', 5)):.2f}; (c) 4 of 8 uplinks failed: goodput mean {mean(fail):.2f} "
-                f"(min {min(fail):.2f}) vs single-path ECMP {mean(base[1:]):.2f}")
+    headline = (f"(a) demoted at {a['demoted_at']}; (b) queue {queue['ignore']:.1f} -> {queue['collide']:.1f}; "
+                f"(c) goodput {mean(fail):.2f} vs ECMP {mean(base[1:]):.2f}")
     print(headline)
-    record_property("innet", {"kind": "scenario", "name": "mrc", "seed": seed, "headline": headline,
-                              "files": [OUT / "mrc.csv", OUT / "mrc.png"]})
+    record_property("innet", run)
 
 
 pytestmark = pytest.mark.xdist_group("scenario_mrc")

@@ -16,10 +16,8 @@ from collections import defaultdict
 
 import cocotb
 import numpy as np
-from amaranth.lib import data
 from cocotb.triggers import RisingEdge
 
-from hdl import headers
 from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
 from models.aggregator import ACK, INT32_MAX, INT32_MIN, OVERFLOW, RESEND, AggregatorModel, atp_add
 from models.aggregator import COUNTERS as MODEL_COUNTERS
@@ -920,29 +918,3 @@ def test_aggregator(params, testcase, record_property):
     record_property("innet", runner.run(Aggregator, params, __name__, testcase))
 
 
-def scapy_fields(layer):
-    return {f.name: layer.getfieldval(f.name) for f in layer.fields_desc if f.name != "values"}
-
-
-def test_ina_layout_matches_scapy():
-    """scapy INA bytes -> ``headers.INA`` fields and back; values are big-endian int32 after it."""
-    rng = random.Random(3)
-    size = headers.INA.size // 8
-    assert headers.INA_OFFSET == 42 and headers.INA_HEADER_BYTES == 42 + size
-    for _ in range(100):
-        flags = {f: rng.randrange(2) for f in ("overflow", "resend", "collision", "ack", "evict", "result", "ecn")}
-        values = [rng.randrange(INT32_MIN, INT32_MAX + 1) for _ in range(rng.randrange(1, 9))]
-        pkt = ina_packet(rng.randrange(32), rng.randrange(1 << 32), rng.randrange(1 << 16), values,
-                         fanin=rng.randrange(256), priority=rng.randrange(256), resv=rng.randrange(2),
-                         **flags)
-        raw = bytes(pkt)
-        parsed = Ether(raw)[INA]
-        expected = scapy_fields(parsed)
-        assert set(expected) == {name for name, _ in headers.INA}
-        view = data.Const(headers.INA, int.from_bytes(raw[42:42 + size], "big"))
-        for name, value in expected.items():
-            assert view[name] == value, name
-        assert headers.INA.const(expected).as_value().value.to_bytes(size, "big") == raw[42:42 + size]
-        tail = raw[headers.INA_HEADER_BYTES:]
-        assert [int.from_bytes(tail[4 * i:4 * i + 4], "big", signed=True) for i in range(len(values))] \
-            == parsed.values == values

@@ -21,6 +21,7 @@ import pytest
 
 from demos import NAMES
 from registry import ROOT
+from scenarios import SCENARIOS as SCENARIO_NAMES
 from testbenches.test_sim import check_story, unwrap
 from tools import gtkw, sections
 
@@ -112,11 +113,11 @@ class Shell:
         return self._sim
 
     def scenarios(self):
-        """Run `make scenarios` once, on one scenario."""
+        """Run `make scenarios` once, on one scenario (MRC's, the shortest)."""
         if not self._scenarios:
             start = time.time()
-            self("make scenarios PYTEST_ARGS='-k symphony'")
-            self._scenarios = self.newest("scenarios/symphony.csv", start)
+            self("make scenarios SCENARIOS=mrc")
+            self._scenarios = self.newest("scenarios/mrc.csv", start)
 
     def after_sim(self):
         """`make sim`'s waveform, made the newest dump of the clone's runs (as right after `make sim`)."""
@@ -220,7 +221,28 @@ def _scenarios(sh):
 def _scenario_table(sh):
     sh.scenarios()          # a run whose CSVs to tabulate
     out, _ = sh(".venv/bin/python -m tools.scenario_table --docs")
-    assert "symphony" in out and "written from build/scenarios" in out, out
+    assert "mrc" in out and "written from build/scenarios" in out, out
+
+
+SMALL_SPILLWAY = ("--hosts 3 --remote 2 --a2a 8 --ring 2 --chunk 4 --service 4 --limit 12 --high 6 --low 2 "
+                  "--capacity 4 --wan 300 --window 16 --latencies 7 --limits ''")
+
+
+def _scenario(sh):
+    start = time.time()
+    out, _ = sh(f"make scenario NAME=spillway ARGS=\"{SMALL_SPILLWAY}\"")
+    assert "Spillway (link 7) vs taildrop" in out, out
+    assert sh.newest("scenarios/spillway.txt", start).read_text().startswith("spillway, seed 1"), out
+
+
+def _scenarios_help(sh):
+    out, _ = sh(".venv/bin/python -m scenarios --help")
+    assert [line.split()[0] for line in out.splitlines() if line.startswith("  ")] == list(SCENARIO_NAMES), out
+
+
+def _scale(sh):
+    out, _ = sh(f".venv/bin/python -m scenarios spillway {SMALL_SPILLWAY.replace('--hosts 3', '--hosts 4')}")
+    assert re.search(r"^\d+ events in [\d.]+ s \([\d,]+ events/s\)$", out, re.M), out
 
 
 def _waves_vcd(sh):
@@ -287,16 +309,6 @@ def _gtkw(sh):
     assert re.search(r"^\*-?[\d.]+ -1", dump.with_suffix(".gtkw").read_text(), re.M), "no zoom"
 
 
-def _agg_measure(sh):
-    out, _ = sh(".venv/bin/python -m tools.agg_measure --rounds 4")
-    assert [line.split()[0] for line in out.splitlines()[2:5]] == ["atp", "switchml", "esa"], out
-
-
-def _sym_measure(sh):
-    out, _ = sh(".venv/bin/python -m tools.sym_measure --sweep --seeds 1 --steps 3 --out build/sym_sweep.csv")
-    assert (sh.root / "build/sym_sweep.csv").read_text().startswith("burst_p,delta,job,none,symphony,gain"), out
-
-
 def _regress(sh):
     out, _ = sh("make regress SEEDS=2 SHARD=2/2 TESTS=testbenches/test_headers.py")
     assert "regress: shard 2/2, seed 2 (2 of 2)" in out and "0 failed -> build/regress/shard-2-of-2.xml" in out, out
@@ -360,13 +372,38 @@ def _sim_list(sh):
     assert [line.split()[0] for line in out.splitlines() if line.strip()][-6:] == list(NAMES), out
 
 
+def _test_block(sh):
+    """The selection ``make test BLOCK=`` makes (collected, not run: the suite runs these tests itself)."""
+    out, _ = sh("make test BLOCK=spillway.node PYTEST_ARGS=--collect-only")
+    collected = {line.split("[")[0] for line in out.splitlines() if "::" in line}
+    wanted = {"testbenches/spillway/test_node.py::test_node", "formal/spillway/test_node.py::test_node_prove",
+              "testbenches/test_soak.py::test_soak", "testbenches/test_layout.py::test_one_name_everywhere"}
+    assert wanted <= collected, out
+    assert not any("test_link" in test or "test_switch" in test for test in collected), out
+    assert "testbenches/test_soak.py::test_soak[spillway.node-soak]" in out and "spillway.link-soak" not in out, out
+    assert "unknown block 'nope'" in sh.fails("make test BLOCK=nope")
+
+
+def _new_block(sh):
+    from testbenches.scaffold import new_block_gets_every_service
+    new_block_gets_every_service()         # in a clone of its own: the block must not reach the other smokes
+
+
 #: Documented command -> its smoke form (a function of a ``Shell``, or the command itself when cheap).
 SMOKE = {
+    "make new-block NAME=my_counter": _new_block,
+    "make new-block NAME=my_counter TITLE='My packet counter'": _new_block,
+    "make test BLOCK=my_counter": _new_block,
+    "make test BLOCK=spillway.node": _test_block,
     "make sim": _sim,
     "make sim BLOCK=list": _sim_list,
     "make lint": "make lint",
     "make formal": _formal,
     "make scenarios": _scenarios,
+    "make scenario NAME=spillway ARGS='--latencies 10,100'": _scenario,
+    ".venv/bin/python -m scenarios --help": _scenarios_help,
+    ".venv/bin/python -m scenarios spillway --hosts 32 --remote 32 --service 32 --a2a 16 --ring 8 --latencies 10 "
+    "--limits ''": _scale,
     "make verilog": _verilog,
     "make report": _report,
     "make fpga BLOCKS=packet_fifo": _fpga,
@@ -396,8 +433,6 @@ SMOKE = {
     ".venv/bin/python -m tools.proofs --docs": _proofs_docs,
     ".venv/bin/python -m tools.bench --from-csv build/bench/bench.csv --packets 100000 --docs": _bench_docs,
     ".venv/bin/python -m tools.fpga --from-csv build/fpga/fpga.csv --docs": _fpga_docs,
-    ".venv/bin/python -m tools.agg_measure": _agg_measure,
-    ".venv/bin/python -m tools.sym_measure --sweep": _sym_measure,
 }
 
 

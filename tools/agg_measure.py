@@ -39,7 +39,6 @@ and of slots holding an incomplete aggregate ("aggregating"; under ATP a complet
 the ACK round trip).
 """
 import csv
-import heapq
 import random
 from collections import defaultdict
 from pathlib import Path
@@ -49,6 +48,7 @@ import numpy as np
 from models.aggregator import POLICIES, AggregatorModel, AggregatorParams
 from models.contract import Packet
 from models.headers import INA, Ether, ina_packet
+from scenarios.net import Calendar
 from tools.cli import Parser, integer, run
 
 BUILD = Path(__file__).resolve().parents[1] / "build"
@@ -89,8 +89,7 @@ class ClosedLoop:
         self.rng = random.Random(seed)
         self.fanin = {j: random.Random(seed * 1000 + j).randrange(2, workers + 1) for j in range(jobs)}
         self.grads = np.random.default_rng(seed).integers(-1 << 20, 1 << 20, (jobs, rounds, workers, values))
-        self.events = []         # (cycle, order, kind, payload)
-        self.order = 0
+        self.cal = Calendar()    # the loop's events (``scenarios.net``), run up to each cycle
         self.queue = []          # the switch's input port
         self.known = set()       # rounds whose completion the workers know
         self.learned, self.finish = {}, {}
@@ -111,11 +110,10 @@ class ClosedLoop:
 
     def busy(self):
         """Whether anything is still scheduled or waiting at the switch."""
-        return bool(self.events or self.queue)
+        return bool(self.cal.pending() or self.queue)
 
     def _at(self, cycle, kind, payload):
-        heapq.heappush(self.events, (cycle, self.order, kind, payload))
-        self.order += 1
+        self.cal.at(cycle, getattr(self, f"_on_{kind}"), payload)
 
     def index(self, j, r):
         """Slot (SwitchML: pool index with the set in bit 15) of round ``r`` of job ``j``."""
@@ -135,9 +133,7 @@ class ClosedLoop:
 
     def arrivals(self):
         """Handle the events due this cycle; return the packet the switch takes now, or None."""
-        while self.events and self.events[0][0] <= self.cycle:
-            _, _, kind, payload = heapq.heappop(self.events)
-            getattr(self, f"_on_{kind}")(payload)
+        self.cal.run(until=self.cycle)
         return self.queue.pop(0) if self.queue else None
 
     def _on_switch(self, raw):

@@ -2,7 +2,7 @@
 
     python -m tools.blocks            # list them
     python -m tools.blocks --readme   # rewrite the README's block table from the registry
-    python -m tools.blocks --check a b   # fail with one line unless every name is a registered block
+    python -m tools.blocks --check a b   # their testbenches; one line and a failure unless every name is a block
 
 The README's table sits between the markers ``<!-- blocks -->`` and ``<!-- /blocks -->``;
 ``testbenches/test_docs.py`` fails when it differs from ``readme_table()``.
@@ -46,11 +46,12 @@ def rewrite(path=README):
 def main(argv=None):
     parser = Parser(prog="blocks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", action="store_true", help="rewrite the README's block table")
-    parser.add_argument("--check", nargs="*", metavar="NAME", help="check that these are registered blocks")
+    parser.add_argument("--check", nargs="*", metavar="NAME",
+                        help="print the testbench of each of these blocks; fail unless they are all registered")
     args = parser.parse_args(argv)
     if args.check is not None:
-        for name in args.check:
-            block(name)         # KeyError naming the known blocks
+        paths = [block(name).testbench() for name in args.check]     # KeyError naming the known blocks
+        print(" ".join(paths))
         return
     if args.readme:
         print(f"{README}: {'block table updated' if rewrite() else 'block table up to date'}")

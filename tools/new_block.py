@@ -74,7 +74,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     for path in scaffold(args.name, args.title):
         print(f"written {path}")
-    print(f"registered {args.name} in registry.py; next: make test PYTEST_ARGS='-k {args.name.rpartition('.')[2]}'"
+    print(f"registered {args.name} in registry.py; next: make test BLOCK={args.name}"
           " (see docs/adding-a-block.md)")
 
 

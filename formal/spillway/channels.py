@@ -1,7 +1,7 @@
 """Spec-side channels the Spillway proofs share: a shift-register FIFO, and the two tracked packets of one
 flow offered to the credit core with their round trips."""
-from amaranth.asserts import AnyConst, Assume
-from amaranth.hdl import Signal
+from amaranth.asserts import AnyConst
+from amaranth.hdl import Assume, Signal
 
 __all__ = ["ShiftFifo", "tracked_pair", "tracked_trips"]
 

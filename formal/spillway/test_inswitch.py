@@ -24,8 +24,8 @@ packets). Properties:
   design); the cycle after a reset the FIFOs, the output register, the rate window, the round-robin
   pointer and the counters are clear (a cover reaches a reset with packets stored).
 
-``HandleSpec`` checks that the in-switch block numbers its packets (handles are distinct arrival
-numbers; bounded).
+``HandleSpec`` checks that the in-switch block numbers its packets (handles are arrival numbers, distinct
+while they have not wrapped; k-induction).
 
 Where a slot's content matters (the tracked packets, the flow table) the spec reads the FIFO
 memories through extra combinational read ports. All assertions together are k-inductive, so
@@ -234,30 +234,59 @@ def test_inswitch_cover():
 
 class HandleSpec(Elaboratable):
     """The in-switch ``InSwitchSpillBuffer`` numbers packets: every packet whose last beat is taken on ``i``
-    (malformed or not) takes the next handle, from 0 after reset (its docstring). The spec counts
-    those packets itself; within the bound (fewer than 2**handle_bits packets) a descriptor leaving on
-    ``o`` carries a handle below that count, and no handle leaves twice. Beats, queue depths,
-    ``o.ready`` and ``rst`` are free."""
+    (malformed or not) takes the next handle, from 0 after reset (its docstring). The spec counts those
+    packets itself (modulo 2**handle_bits, and whether 2**handle_bits have come since the reset):
+
+    - every arrival handed to the spill core carries its arrival number modulo 2**handle_bits (always);
+    - while fewer than 2**handle_bits packets have arrived, a descriptor leaving on ``o`` carries the
+      handle of an earlier arrival, and no handle leaves twice. (Past that, handles wrap: a packet kept in
+      a spill FIFO while 2**handle_bits others pass shares its handle with a newer one, by design.)
+
+    Beats, queue depths, ``o.ready`` and ``rst`` are free; k-induction (unbounded in time). Strengthening
+    invariant: the spill core's FIFO pointers (head, tail, count) and, for every handle value ``h`` while
+    the count has not wrapped, the places holding it (live FIFO slots, read through extra read ports, the
+    output register, already left) number at most one, and none if ``h`` was not given yet."""
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.dut = dut = InSwitchSpillBuffer(PARAMS)
+        core, B, C = dut.core, PARAMS.handle_bits, PARAMS.capacity
         m.d.comb += [dut.i.valid.eq(AnySeq(1)), dut.i.payload.as_value().eq(AnySeq(len(dut.i.payload.as_value()))),
                      dut.qdepth.as_value().eq(AnySeq(len(dut.qdepth.as_value()))), dut.o.ready.eq(AnySeq(1))]
-        arrivals = Signal(8)
+        given, wrapped = Signal(B), Signal()             # arrivals so far (mod 2**B); 2**B of them came
         with m.If(dut.i.valid & dut.i.ready & dut.i.payload.last):
-            m.d.sync += arrivals.eq(arrivals + 1)
-        left = Signal(1 << PARAMS.handle_bits)          # handles that have left on o
+            m.d.sync += given.eq(given + 1)
+            with m.If(given == (1 << B) - 1):
+                m.d.sync += wrapped.eq(1)
+        m.d.comb += Assert(core.d.payload.handle == given,      # offered or not: the next arrival's
+                           "an arrival's handle is its arrival number modulo 2**handle_bits")
+        left = Signal(1 << B)                            # handles that have left on o
         handle = dut.o.payload.handle
-        with m.If(dut.o.valid):
-            m.d.comb += [Assert(handle < arrivals, "a descriptor's handle is the number of an arrival"),
+        with m.If(dut.o.valid & ~wrapped):
+            m.d.comb += [Assert(handle < given, "a descriptor's handle is the number of an arrival"),
                          Assert(~left.bit_select(handle, 1), "no two packets leave with one handle")]
         with m.If(dut.o.valid & dut.o.ready):
             m.d.sync += left.eq(left | (1 << handle))
+
+        # strengthening: the FIFOs' pointers and, per handle value, its places (at most one; none if not given)
+        places = [(dut.o.valid, handle)]
+        for p, fifo in enumerate(core.fifos):
+            head, count, tail = core.heads[p], core.counts[p], core.tails[p]
+            m.d.comb += [Assert((head < C) & (tail < C) & (count <= C), f"FIFO {p}: pointers in range"),
+                         Assert(tail == Mux(head + count >= C, head + count - C, head + count),
+                                f"FIFO {p}: tail = head + count")]
+            for k in range(C):
+                read = fifo.read_port(domain="comb")
+                m.d.comb += read.addr.eq(k)
+                places.append((Mux(k >= head, k - head, k + C - head) < count, read.data.handle))
+        for h in range(1 << B):
+            held = sum(live & (value == h) for live, value in places) + left[h]
+            with m.If(~wrapped):
+                m.d.comb += Assert(held <= (h < given), f"handle {h}: in at most one place, none before it is given")
         m.d.comb += Cover(dut.o.valid & (handle == 2))
         return m
 
 
-def test_inswitch_handles_bmc():
-    """Handles are distinct arrival numbers (bounded: depth 6 < 2**handle_bits packets)."""
-    prove(HandleSpec(), "spillway_inswitch_handles", depth=6, mode="bmc")
+def test_inswitch_handles_prove():
+    """Handles are arrival numbers; distinct while they have not wrapped (k-induction)."""
+    prove(HandleSpec(), "spillway_inswitch_handles", depth=3)

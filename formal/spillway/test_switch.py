@@ -2,8 +2,6 @@
 decisions (``CreditSpec``: the credit core with the links and the node as free-delay channels), the whole
 switch side byte for byte (``SwitchSpec``) and its return buffer (``ReturnSpec``)."""
 
-import os
-
 import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, Signal
@@ -16,7 +14,7 @@ from hdl.spillway.credit import CreditCore
 from hdl.spillway.switch import SpillSwitch
 from models import wire
 from models.headers import IP, UDP, Ether
-from models.spillway.credit import CREDIT_COUNTERS
+from models.spillway.credit import CREDIT_COUNTERS, DROP, FORWARD, SPILL
 from models.spillway.params import SpillSwitchParams
 
 CREDIT_PARAMS = SpillSwitchParams(ports=2, high=2, low=1, capacity=2, drain_rate=1, drain_window=2, flows=2,
@@ -204,19 +202,31 @@ class SwitchSpec(Elaboratable):
     return link ``spill_i``, queue depths, ``o.ready``, ``spill_o.ready``). The spec watches only the
     ports: it parses each frame's spill header on ``spill_o`` at the frame's first beat (its own frame
     boundaries) and counts, per origin port, DATA frames started and sent whole, DRAIN frames, and
-    packets re-injected on ``o`` (``spilled=1``, last beat). Properties (bounded, ``depth`` cycles):
+    packets re-injected on ``o`` (``spilled=1``, last beat). Properties (k-induction, unbounded):
 
     - every frame on ``spill_o`` carries EtherType 0x88B5 and op DATA or DRAIN; a DRAIN frame is one
-      beat with ``count = 1``; DATA seqs of a port are 0, 1, 2, ... (the spec's count);
-    - a DRAIN frame for port p only after a DATA frame of p left whole for each request (drains(p) <=
-      DATA frames of p sent whole: it never overtakes the packet it asks for on the FIFO link);
+      beat with ``count = 1``; DATA seqs of a port are 0, 1, 2, ... (the spec's count, modulo 2**16);
+    - a DRAIN frame for port p only after a DATA frame of p left whole for each request (the DATA frames of
+      p sent whole less its DRAIN frames never goes below 0: a DRAIN never overtakes the packet it asks
+      for on the FIFO link);
     - drain only when ``qdepth[p] <= low``, at most ``drain_rate`` per aligned window (spec's window);
-    - re-injected(p) <= drains(p) (only asked-for packets come back in) and credits: ``credits[p] +
-      DATA(p) - re-injected(p) <= capacity`` (never more packets at the node than it holds);
-    - no packet both forwarded and spilled: forwarded + DATA frames <= packets accepted on ``i``;
-    - ``o`` marks ``first`` exactly on a packet's first beat (the spec's framing of ``o``: a verdict
-      leaving the FIFO head before its packet's beats do shows as a ``first`` mid-packet).
-    """
+    - only asked-for packets are re-injected (DRAIN frames of p less packets of p re-injected never below
+      0) and credits: ``credits[p]`` + DATA frames of p started - re-injected <= ``capacity`` (never more
+      packets at the node than it holds);
+    - no packet both forwarded and spilled: the packets accepted on ``i`` less those forwarded on ``o``, those
+      whose DATA frame started and those the verdict counters count dropped never go below 0 (modulo the
+      counter width: at most the ingress FIFO's);
+    - ``o`` marks ``first`` exactly on a packet's first beat (the spec's framing of ``o``);
+    - ``reinjected``, ``drain_requests`` and ``return_malformed`` on their events, every packet accepted
+      counted by one verdict counter; a reset idles both outputs, returns every credit, clears the counters.
+
+    Strengthening invariants (``_strengthen``): the return path's and the credits' (``return_path``,
+    ``credit_invariants``); both ingress FIFOs' pointers, every verdict's beats in the beat FIFO (the head's
+    less those popped, then the arriving packet's), ``last`` only on a packet's final beat (and there but
+    for a giant); a spilled verdict names a port, its seq the next of its port; the encapsulator within a
+    frame exactly when the head is a spill being sent, the spec's spill_o framing as the encapsulator's;
+    ``o``'s owner as the head and the decapsulator; per port ``unsent`` = spilled verdicts queued, and the
+    spec's differences against the credit core (unasked, asked, held, credit, seqs); windows aligned."""
 
     def __init__(self, params=SWITCH_PARAMS):
         self.dut = SpillSwitch(params)
@@ -250,7 +260,7 @@ class SwitchSpec(Elaboratable):
         def byte(value, at):
             return value.data[8 * at:8 * at + 8]
 
-        n = 6                                           # counter width: more than the proof's depth
+        n = p.counter_bits
         so, o = dut.spill_o, dut.o
         so_take, o_take = so.valid & so.ready, o.valid & o.ready
         inside, op, oport = Signal(), Signal(8), Signal(8)
@@ -264,9 +274,6 @@ class SwitchSpec(Elaboratable):
             m.d.sync += o_inside.eq(~o.payload.last)
         with m.If(o.valid):
             m.d.comb += Assert(o.payload.first == ~o_inside, "o: first exactly on a packet's first beat")
-        accepted, forwarded = Signal(n), Signal(n)
-        m.d.sync += [accepted.eq(accepted + (dut.i.valid & dut.i.ready & dut.i.payload.last)),
-                     forwarded.eq(forwarded + (o_take & o.payload.last & ~o.payload.meta.spilled))]
         ethertype = Cat(byte(so.payload, wire.ETHERTYPE_AT + 1), byte(so.payload, wire.ETHERTYPE_AT))
         seq = Cat(byte(so.payload, wire.SPILL_SEQ_AT + 1), byte(so.payload, wire.SPILL_SEQ_AT))
         m.d.comb += [
@@ -282,51 +289,57 @@ class SwitchSpec(Elaboratable):
         m.d.sync += [window.eq(Mux(last_window, 0, window + 1)), used.eq(Mux(last_window, 0, used + drain))]
         m.d.comb += [Assert(used + drain <= p.drain_rate, "at most drain_rate DRAIN frames per window"),
                      Assert(~drain | (Array(dut.qdepth)[cur_port[:1]] <= p.low), "drain only at qdepth <= low")]
-        total_data = []
+        reinjected = o_take & o.payload.last & o.payload.meta.spilled
+        started, sent_dd, asked_db, out_sb = [], [], [], []
         for q in range(P):
-            data_started, data_sent, drains, back = (Signal(n, name=f"{k}{q}") for k in
-                                                     ("data_started", "data_sent", "drains", "reinjected"))
             mine = cur_port == q
-            m.d.sync += [
-                data_started.eq(data_started + (first & mine & (cur_op == wire.SPILL_DATA))),
-                data_sent.eq(data_sent + (so_take & so.payload.last & mine & (cur_op == wire.SPILL_DATA))),
-                drains.eq(drains + (drain & mine)),
-                back.eq(back + (o_take & o.payload.last & o.payload.meta.spilled & (o.payload.meta.port == q))),
-            ]
+            start_q = first & mine & (cur_op == wire.SPILL_DATA)
+            sent_q = so_take & so.payload.last & mine & (cur_op == wire.SPILL_DATA)
+            drain_q, back_q = drain & mine, reinjected & (o.payload.meta.port == q)
+            data_started = Signal(16, name=f"data_started{q}")          # DATA frames started (mod 2**16)
+            dd = Signal(range(C + 2), name=f"sent_less_drains{q}")       # DATA frames sent whole - DRAINs
+            db = Signal(range(C + 2), name=f"drains_less_back{q}")       # DRAINs - packets re-injected
+            sb = Signal(range(C + 2), name=f"started_less_back{q}")      # DATA frames started - re-injected
+            m.d.sync += [data_started.eq(data_started + start_q), dd.eq(dd + sent_q - drain_q),
+                         db.eq(db + drain_q - back_q), sb.eq(sb + start_q - back_q)]
             m.d.comb += [
-                Assert(~(first & mine & (cur_op == wire.SPILL_DATA)) | (seq == data_started[:16]),
-                       f"port {q}: DATA seqs 0, 1, 2, ..."),
-                Assert(drains + (drain & mine) <= data_sent, f"port {q}: a DRAIN never overtakes its DATA frame"),
-                Assert(back <= drains, f"port {q}: only asked-for packets are re-injected"),
-                Assert(dut.credits[q] + data_started <= C + back, f"port {q}: credits never exceed the node's room"),
+                Assert(~start_q | (seq == data_started), f"port {q}: DATA seqs 0, 1, 2, ..."),
+                Assert(dd + sent_q >= drain_q, f"port {q}: a DRAIN never overtakes its DATA frame"),
+                Assert(db + drain_q >= back_q, f"port {q}: only asked-for packets are re-injected"),
+                Assert(dut.credits[q] + sb <= C, f"port {q}: credits never exceed the node's room"),
             ]
-            total_data.append(data_started)
-        m.d.comb += Assert(forwarded + sum(total_data) <= accepted, "no packet both forwarded and spilled")
+            started.append(start_q)
+            sent_dd.append(dd)
+            asked_db.append(db)
+            out_sb.append((sb, data_started))
+        # accepted on i less forwarded on o, less DATA frames started, less dropped (the verdict counters)
+        accepted_i = dut.i.valid & dut.i.ready & dut.i.payload.last
+        forwarded_o = o_take & o.payload.last & ~o.payload.meta.spilled
+        passed, pending = Signal(n), Signal(n)
+        m.d.sync += passed.eq(passed + accepted_i - forwarded_o - sum(started))
+        m.d.comb += pending.eq(passed - dut.spill_overflow - dut.spill_oversize - dut.malformed)
+        m.d.comb += Assert(pending <= p.buffer, "no packet both forwarded and spilled (nor twice either)")
 
-        # Counters seen from the ports. Re-injected: a spilled packet's last beat leaving o; drain
-        # requests: a DRAIN frame leaving spill_o (the spec's parse); return_malformed: a frame's first
-        # beat on spill_i (the spec's own framing; spill_i.ready is 1) that is not a RETURN of the spill
-        # EtherType with a payload for a port < ports with a drain outstanding (the spec's drains minus
-        # the returns it accepted); every packet accepted on i is counted once by one verdict counter.
-        ri, rx_inside = dut.spill_i, Signal()
-        r_first = ri.valid & ~rx_inside
-        with m.If(ri.valid):
-            m.d.sync += rx_inside.eq(~ri.payload.last)
-        r_port = byte(ri.payload, wire.SPILL_PORT_AT)
-        r_good = ((Cat(byte(ri.payload, wire.ETHERTYPE_AT + 1), byte(ri.payload, wire.ETHERTYPE_AT))
-                   == wire.ETHERTYPE_SPILL) & (byte(ri.payload, wire.SPILL_OP_AT) == wire.SPILL_RETURN)
-                  & ~(ri.payload.last & ~ri.payload.keep[wire.SPILL_HEADER_BYTES]) & (r_port < P))
+        # Counters seen from the ports: re-injected, drain requests (a DRAIN frame leaving spill_o: the spec's
+        # parse), return_malformed (a frame's first beat on spill_i not a RETURN of a port with a drain
+        # outstanding: return_path's judgement against the spec's own count of DRAINs less returns accepted);
+        # every packet accepted on i is counted once by one verdict counter.
+        cells = [[dut.ret_mem.read_port(domain="comb") for _ in range(dut.slot_beats)] for _ in range(dut.slots)]
+        env = return_path(m, dut, cells)
         asked = [Signal(range(C + 2), name=f"spec_asked{q}") for q in range(P)]
-        accept = r_first & r_good & (Array(asked)[r_port[:1]] != 0)
+        r_port = byte(dut.spill_i.payload, wire.SPILL_PORT_AT)
+        accept = env["first"] & env["good"] & (r_port < P) & (Array(asked)[r_port[:1]] != 0)
         for q in range(P):
             m.d.sync += asked[q].eq(asked[q] + (drain & (cur_port == q)) - (accept & (r_port == q)))
         counters_follow(m, {name: getattr(dut, name) for name in CREDIT_COUNTERS}, {
-            "reinjected": o_take & o.payload.last & o.payload.meta.spilled, "drain_requests": drain,
-            "return_malformed": r_first & ~accept}, saturating=False, block="switch ")
+            "reinjected": reinjected, "drain_requests": drain,
+            "return_malformed": env["first"] & ~accept}, saturating=False, block="switch ")
+        accepted = Signal(n)
+        m.d.sync += accepted.eq(accepted + accepted_i)
         verdicts = sum(getattr(dut, name) for name in ("forwarded", "spilled", "spill_overflow", "spill_oversize",
                                                         "malformed"))
-        m.d.comb += Assert(verdicts[:p.counter_bits] == accepted[:p.counter_bits],
-                           "every packet accepted on i is counted by exactly one verdict counter")
+        m.d.comb += Assert(verdicts[:n] == accepted, "every packet accepted on i is counted by exactly one verdict "
+                                                     "counter")
         # Reset (free at every cycle): the cycle after it both outputs are idle, every credit is back.
         idle = ~o.valid & ~so.valid & (dut.outstanding == 0)
         for q in range(P):
@@ -335,23 +348,218 @@ class SwitchSpec(Elaboratable):
             idle &= getattr(dut, name) == 0
         m.d.comb += Assert(~after_reset(m) | idle, "switch: a reset idles o and spill_o, returns every credit and "
                                                   "clears the counters")
+        self._strengthen(m, dut, env, locals())
         return m
 
+    def _strengthen(self, m, dut, env, spec):
+        """The invariants of the class docstring (``spec``: ``elaborate``'s locals)."""
+        p = dut.params
+        P, C, D = p.ports, p.capacity, p.buffer
+        core, enc = dut.core, dut.enc
+        held = credit_invariants(m, dut, env)
+        for fifo, name in ((dut.beat_fifo, "beat"), (dut.verdict_fifo, "verdict")):
+            after = fifo.consume + fifo.level
+            m.d.comb += Assert((fifo.level <= D) & (fifo.consume < D)
+                               & (fifo.produce == Mux(after >= D, after - D, after)),
+                               f"{name} FIFO: produce = consume + level")
 
-#: Bounded depth of the default run: 6 cycles reach a spill, its DATA frame (2 beats) and a drain
-#: request, or a 3-beat packet forwarded behind another (~12 s); a round trip back to ``o`` needs about 10
-#: (many minutes): ``INNET_SPILL_DEPTH=10 pytest formal/spillway/test_switch.py -k disaggregated_switch``.
-SWITCH_DEPTH = int(os.environ.get("INNET_SPILL_DEPTH") or 6)
+        def entries(fifo, layout):
+            found = []
+            for k in range(D):
+                read = fifo.storage.read_port(domain="comb")
+                m.d.comb += read.addr.eq(Mux(fifo.consume + k >= D, fifo.consume + k - D, fifo.consume + k))
+                found.append((k < fifo.level, data.View(layout, read.data)))
+            return found
+        verdicts, beats = entries(dut.verdict_fifo, dut.entry), entries(dut.beat_fifo, dut.cell)
+        head = verdicts[0][1]
+        vlevel, hindex = dut.verdict_fifo.level, dut.hindex
+        # every verdict's beats in the beat FIFO: the head's less those popped, then the arriving packet's
+        start, total = Const(0, 8), Const(0, 8)
+        spans = []
+        for k, (live, e) in enumerate(verdicts):
+            rest = e.beats - (hindex if k == 0 else 0)
+            m.d.comb += Assert(~live | ((e.beats >= 1) & (e.beats <= D) & (e.verdict.kind <= 2)
+                                        & ((e.verdict.kind != SPILL) | (e.verdict.port < P))),
+                               f"verdict {k}: 1..buffer beats, a kind; a spill names a port")
+            spans.append((live, e, start, rest))
+            start = start + Mux(live, rest, 0)
+        total = start
+        m.d.comb += [Assert((vlevel == 0) | (hindex < head.beats), "the head's beats popped: fewer than its beats"),
+                     Assert((vlevel != 0) | (hindex == 0), "no head: none popped"),
+                     Assert(dut.beat_fifo.level == total + dut.wcount, "beat FIFO: the verdicts' beats and the "
+                                                                       "arriving packet's"),
+                     Assert(dut.wcount <= D, "the arriving packet's beats written: within the buffer")]
+        for j, (live_b, b) in enumerate(beats):
+            for live, e, at, rest in spans:
+                here = live_b & live & (j >= at) & (j < at + rest)
+                final = j == at + rest - 1
+                m.d.comb += Assert(~(here & ~final) | ~b.last, f"beat {j}: last only on its packet's final beat")
+                m.d.comb += Assert(~(here & final & (e.verdict.kind != DROP)) | b.last,
+                                   f"beat {j}: a forwarded or spilled packet's final beat is last")
+            m.d.comb += Assert(~(live_b & (j >= total)) | ~b.last, f"beat {j}: the arriving packet has no last yet")
+        # the encapsulator, the spill_o framing and o's owner against the head
+        spilling = (vlevel != 0) & (head.verdict.kind == SPILL) & (hindex != 0)
+        forwarding = (vlevel != 0) & (head.verdict.kind == FORWARD) & (hindex != 0)
+        m.d.comb += [
+            Assert(enc.inside == spilling, "the encapsulator is within a frame exactly while the head spill is sent"),
+            Assert(~(enc.inside & enc.extra), "the encapsulator: its extra beat after the frame's input"),
+            Assert(spec["inside"] == (enc.inside | enc.extra), "spill_o framing: within a DATA frame as the "
+                                                               "encapsulator"),
+            Assert(~spec["inside"] | ((spec["op"] == wire.SPILL_DATA) & (spec["oport"] < P)),
+                   "spill_o framing: a frame in progress is DATA of a port"),
+            Assert(~enc.inside | (spec["oport"] == head.verdict.port), "spill_o framing: the head's port"),
+            Assert((dut.owner == 2) == forwarding, "o: a forwarded packet in progress is the head's"),
+            Assert(spec["o_inside"] == (dut.owner != 0), "o framing: within a packet as the owner"),
+        ]
+        # per port: spilled verdicts queued, their seqs, and the spec's differences
+        for q in range(P):
+            spills = [(live & (e.verdict.kind == SPILL) & (e.verdict.port == q), e) for live, e in verdicts]
+            queued = sum(hit for hit, _ in spills)
+            started = spilling & (head.verdict.port == q)        # the head's DATA frame has started
+            extra = enc.extra & (spec["oport"] == q)
+            sb, data_started = spec["out_sb"][q]
+            base = (data_started - started)[:16]
+            before = Const(0, 4)
+            for hit, e in spills:
+                m.d.comb += Assert(~hit | (e.verdict.seq == (base + before)[:16]), f"port {q}: queued spill seqs")
+                before = before + hit
+            m.d.comb += [
+                Assert(dut.unsent[q] == queued, f"port {q}: unsent = spilled verdicts queued"),
+                Assert(core.seqs[q] == (base + queued)[:16], f"port {q}: the next seq"),
+                Assert(spec["sent_dd"][q] == core.unasked[q] - queued - extra,
+                       f"port {q}: DATA sent - DRAINs = unasked less queued and the extra beat"),
+                Assert(spec["asked_db"][q] == core.asked[q] + held[q],
+                       f"port {q}: DRAINs - re-injected = asked + held"),
+                Assert(sb == C - core.credit[q] - queued + started, f"port {q}: started - re-injected"),
+                Assert(spec["asked"][q] == core.asked[q], f"port {q}: asked as the spec's"),
+            ]
+        m.d.comb += [Assert((spec["window"] == core.window) & (spec["used"] == core.used), "windows aligned")]
+        live_fwd_spill = sum(live & (e.verdict.kind != DROP) for live, e in verdicts)
+        m.d.comb += Assert(spec["pending"] == (live_fwd_spill - spilling)[:p.counter_bits],
+                           "pending: forwarded or spilled verdicts queued, not yet forwarded whole or started")
 
 
-def test_disaggregated_switch_bmc():
-    prove(SwitchSpec(), "spill_switch_bmc", depth=SWITCH_DEPTH, mode="bmc")
+def test_disaggregated_switch_prove():
+    """The whole switch side at its ports: spill link frames, DRAIN behind DATA, credits, counters (k-induction)."""
+    prove(SwitchSpec(), "spill_switch", depth=2)
 
 
 # --- Disaggregated mode, the return buffer byte for byte (SpillSwitch) ------------------------------------
 
 #: Two return slots (the slots cycle), of two 42-byte beats each; one port's worth of the switch side.
 RETURN_PARAMS = SWITCH_PARAMS.replace(return_slots=2)
+
+
+def return_path(m, dut, slot_cells):
+    """The return path's properties and invariants (``ReturnSpec``'s; k-inductive with the tracked frame's or
+    on their own): the spec frames ``spill_i`` itself and judges each frame's first beat, counts the frames
+    held (accepted, not yet re-injected), the slots written and read and the frames stored, and relates the
+    receive and read pointers, the frames committed and the decapsulator's state to them (``slot_cells``:
+    read ports of every cell of ``ret_mem``, per slot). Returns the spec's signals by name."""
+    p = dut.params
+    P, S, B, H = p.ports, dut.slots, dut.slot_beats, wire.SPILL_HEADER_BYTES
+    core, dec = dut.core, dut.dec
+    # --- the spec's framing and judgement of spill_i ---
+    ri = dut.spill_i
+    beat = ri.payload
+    inside, index = Signal(), Signal(range(B + 1))      # beats of the frame so far (saturating at B)
+    first = ri.valid & ~inside
+    octet = lambda at: beat.data.word_select(at, 8)      # noqa: E731
+    good = ((Cat(octet(wire.ETHERTYPE_AT + 1), octet(wire.ETHERTYPE_AT)) == wire.ETHERTYPE_SPILL)
+            & (octet(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & ~(beat.last & ~beat.keep[H]))
+    with m.If(ri.valid):
+        m.d.sync += [inside.eq(~beat.last), index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))]
+    m.d.comb += [Assert(dut.rx_inside == inside, "return link: inside a frame as the spec frames it"),
+                 Assert(dut.wr_index == index, "return link: the frame's beat count as the spec's"),
+                 Assert((inside == (index != 0)) & (index <= B),
+                        "spec framing: beats counted exactly within a frame")]
+    with m.If(first):
+        m.d.comb += Assert((core.ret_bad == ~good) & (core.ret_port == octet(wire.SPILL_PORT_AT)),
+                           "return link: a frame's first beat judged as the SPEC says (a RETURN with a packet)")
+    accepted = Signal()                 # the frame arriving was accepted at its first beat
+    take = first & core.ret_ok
+    with m.If(first):
+        m.d.sync += accepted.eq(core.ret_ok)
+    ok = Mux(first, core.ret_ok, accepted)
+    m.d.comb += Assert(~inside | (dut.wr_ok == accepted),
+                       "return link: the frame arriving accepted as the spec saw")
+    commit = ri.valid & ok & beat.last
+
+    # --- frames held: accepted and not yet re-injected; slots written and read ---
+    o = dut.o
+    reinjected = o.valid & o.ready & o.payload.last & o.payload.meta.spilled
+    held = Signal(range(S + 2))
+    m.d.sync += held.eq(held + take - reinjected)
+    wr, rd, stored = Signal(range(S)), Signal(range(S)), Signal(range(S + 1))
+    feed = dec.i.valid & dec.i.ready
+    read_last = feed & dec.i.payload.last
+    with m.If(commit):
+        m.d.sync += wr.eq(Mux(wr == S - 1, 0, wr + 1))
+    with m.If(read_last):
+        m.d.sync += rd.eq(Mux(rd == S - 1, 0, rd + 1))
+    m.d.sync += stored.eq(stored + commit - read_last)
+    arriving = inside & accepted
+    m.d.comb += [
+        Assert(core.reserved == sum(core.asked) + held, "return slots reserved: requests outstanding + held"),
+        Assert(core.reserved <= S, "return slots reserved within return_slots"),
+        Assert(held == arriving + stored + dec.flush, "held: arriving, stored, or the decapsulator's last beat"),
+        Assert((dut.wr_slot == wr) & (dut.rd_slot == rd) & (dut.committed == stored),
+               "return buffer: write and read slots and frames stored as the spec's"),
+        Assert(wr == Mux(rd + stored >= S, rd + stored - S, rd + stored), "return buffer: write = read + stored"),
+        Assert((wr < S) & (rd < S) & (dut.rd_index < B), "return buffer: pointers in range"),
+        Assert(dec.have == (dut.rd_index != 0), "decapsulator: holds a beat exactly within a frame"),
+        Assert((dut.rd_index == 0) | (stored != 0), "return buffer: a frame read from is stored"),
+        Assert(~dec.flush | ~dec.have, "decapsulator: the extra beat after the frame's input"),
+        Assert(((dut.owner == 1) == dec.emitted) & (dut.owner != 3), "o: a returned packet in progress is the "
+                                                                      "decapsulator's frame begun"),
+        Assert(~dec.emitted | dec.have | dec.flush, "decapsulator: a frame begun is held or ending"),
+    ]
+
+    # every stored frame ends within its slot; the one being read has not ended before its read index
+    for k, cells in enumerate(slot_cells):
+        m.d.comb += [cell.addr.eq(k * B + b) for b, cell in enumerate(cells)]
+        live = Mux(k >= rd, k - rd, k + S - rd) < stored
+        m.d.comb += [Assert(~live | Cat(*(cell.data.last for cell in cells)).any(),
+                            f"return slot {k}: a stored frame ends within its slot"),
+                     Assert(~live | ~cells[0].data.last | cells[0].data.keep[H],
+                            f"return slot {k}: a stored one-beat frame carries a packet")]
+        with m.If(live & (rd == k)):
+            m.d.comb += [Assert(~((b < dut.rd_index) & cell.data.last), f"return slot {k}: read past its end")
+                         for b, cell in enumerate(cells)]
+        with m.If(arriving & (wr == k)):
+            m.d.comb += [Assert(~(b < index) | (cell.data.last == (b == B - 1)),
+                                f"return slot {k}: an arriving frame's beats, last only on the slot's last")
+                         for b, cell in enumerate(cells)]
+
+    return locals()
+
+
+def credit_invariants(m, dut, env):
+    """Every node slot of a port is a credit, a packet spilled and not yet asked for, one asked for, or one
+    returned and held (``env``: ``return_path``'s): ``credit[q] + unasked[q] + asked[q] + held(q) ==
+    capacity``, where a held frame's port is its header's (the arriving or stored frame's first beat in the
+    return buffer, or ``ret_port`` for the decapsulator's last beat). So a credit never exceeds ``capacity``.
+    Returns held(q) for every port."""
+    p = dut.params
+    P, C, S = p.ports, p.capacity, dut.slots
+    core, dec = dut.core, dut.dec
+    rd, wr, stored, arriving, slot_cells = (env[k] for k in ("rd", "wr", "stored", "arriving", "slot_cells"))
+    held_slots = []
+    for k, cells in enumerate(slot_cells):
+        port = cells[0].data.data.word_select(wire.SPILL_PORT_AT, 8)
+        live = (Mux(k >= rd, k - rd, k + S - rd) < stored) | (arriving & (wr == k))
+        m.d.comb += Assert(~live | (port < P), f"return slot {k}: a held frame's port is a port")
+        held_slots.append((live, port))
+        with m.If((dut.rd_index != 0) & (rd == k)):
+            m.d.comb += Assert(dut.ret_port == port, f"return slot {k}: the frame read names its port")
+    with m.If(dec.flush):
+        m.d.comb += Assert(dut.ret_port < P, "the decapsulator's last beat: its frame's port is a port")
+    held = []
+    for q in range(P):
+        held.append(sum(live & (port == q) for live, port in held_slots) + (dec.flush & (dut.ret_port == q)))
+        m.d.comb += Assert(core.credit[q] + core.unasked[q] + core.asked[q] + held[q] == C,
+                           f"port {q}: credits + spilled (unasked, asked, held) == capacity")
+    return held
 
 
 class ReturnSpec(Elaboratable):
@@ -384,8 +592,8 @@ class ReturnSpec(Elaboratable):
         m = Module()
         m.submodules.dut = dut = self.dut
         p = dut.params
-        P, S, B, W, H = p.ports, dut.slots, dut.slot_beats, p.data_bytes, wire.SPILL_HEADER_BYTES
-        core, dec = dut.core, dut.dec
+        P, S, B, W = p.ports, dut.slots, dut.slot_beats, p.data_bytes
+        dec = dut.dec
         for port in (dut.i, dut.spill_i):
             m.d.comb += [port.valid.eq(AnySeq(1)), port.payload.eq(AnySeq(port.payload.shape().size))]
         frames = [int.from_bytes(bytes(Ether() / IP(src="10.0.0.1") / UDP(sport=sport))[:W].ljust(W, b"\0"), "little")
@@ -395,77 +603,9 @@ class ReturnSpec(Elaboratable):
         m.d.comb += [Assume(dut.i.payload.meta.port < P), dut.qdepth.eq(AnySeq(dut.qdepth.shape().size)),
                      dut.o.ready.eq(AnySeq(1)), dut.spill_o.ready.eq(AnySeq(1))]
 
-        # --- the spec's framing and judgement of spill_i ---
-        ri = dut.spill_i
-        beat = ri.payload
-        inside, index = Signal(), Signal(range(B + 1))      # beats of the frame so far (saturating at B)
-        first = ri.valid & ~inside
-        octet = lambda at: beat.data.word_select(at, 8)      # noqa: E731
-        good = ((Cat(octet(wire.ETHERTYPE_AT + 1), octet(wire.ETHERTYPE_AT)) == wire.ETHERTYPE_SPILL)
-                & (octet(wire.SPILL_OP_AT) == wire.SPILL_RETURN) & ~(beat.last & ~beat.keep[H]))
-        with m.If(ri.valid):
-            m.d.sync += [inside.eq(~beat.last), index.eq(Mux(beat.last, 0, Mux(index == B, B, index + 1)))]
-        m.d.comb += [Assert(dut.rx_inside == inside, "return link: inside a frame as the spec frames it"),
-                     Assert(dut.wr_index == index, "return link: the frame's beat count as the spec's"),
-                     Assert((inside == (index != 0)) & (index <= B),
-                            "spec framing: beats counted exactly within a frame")]
-        with m.If(first):
-            m.d.comb += Assert((core.ret_bad == ~good) & (core.ret_port == octet(wire.SPILL_PORT_AT)),
-                               "return link: a frame's first beat judged as the SPEC says (a RETURN with a packet)")
-        accepted = Signal()                 # the frame arriving was accepted at its first beat
-        take = first & core.ret_ok
-        with m.If(first):
-            m.d.sync += accepted.eq(core.ret_ok)
-        ok = Mux(first, core.ret_ok, accepted)
-        m.d.comb += Assert(~inside | (dut.wr_ok == accepted),
-                           "return link: the frame arriving accepted as the spec saw")
-        commit = ri.valid & ok & beat.last
-
-        # --- frames held: accepted and not yet re-injected; slots written and read ---
-        o = dut.o
-        reinjected = o.valid & o.ready & o.payload.last & o.payload.meta.spilled
-        held = Signal(range(S + 2))
-        m.d.sync += held.eq(held + take - reinjected)
-        wr, rd, stored = Signal(range(S)), Signal(range(S)), Signal(range(S + 1))
-        feed = dec.i.valid & dec.i.ready
-        read_last = feed & dec.i.payload.last
-        with m.If(commit):
-            m.d.sync += wr.eq(Mux(wr == S - 1, 0, wr + 1))
-        with m.If(read_last):
-            m.d.sync += rd.eq(Mux(rd == S - 1, 0, rd + 1))
-        m.d.sync += stored.eq(stored + commit - read_last)
-        arriving = inside & accepted
-        m.d.comb += [
-            Assert(core.reserved == sum(core.asked) + held, "return slots reserved: requests outstanding + held"),
-            Assert(core.reserved <= S, "return slots reserved within return_slots"),
-            Assert(held == arriving + stored + dec.flush, "held: arriving, stored, or the decapsulator's last beat"),
-            Assert((dut.wr_slot == wr) & (dut.rd_slot == rd) & (dut.committed == stored),
-                   "return buffer: write and read slots and frames stored as the spec's"),
-            Assert(wr == Mux(rd + stored >= S, rd + stored - S, rd + stored), "return buffer: write = read + stored"),
-            Assert((wr < S) & (rd < S) & (dut.rd_index < B), "return buffer: pointers in range"),
-            Assert(dec.have == (dut.rd_index != 0), "decapsulator: holds a beat exactly within a frame"),
-            Assert((dut.rd_index == 0) | (stored != 0), "return buffer: a frame read from is stored"),
-            Assert(~dec.flush | ~dec.have, "decapsulator: the extra beat after the frame's input"),
-            Assert(((dut.owner == 1) == dec.emitted) & (dut.owner != 3), "o: a returned packet in progress is the "
-                                                                          "decapsulator's frame begun"),
-            Assert(~dec.emitted | dec.have | dec.flush, "decapsulator: a frame begun is held or ending"),
-        ]
-
-        # every stored frame ends within its slot; the one being read has not ended before its read index
-        for k, cells in enumerate(self.slot_cells):
-            m.d.comb += [cell.addr.eq(k * B + b) for b, cell in enumerate(cells)]
-            live = Mux(k >= rd, k - rd, k + S - rd) < stored
-            m.d.comb += [Assert(~live | Cat(*(cell.data.last for cell in cells)).any(),
-                                f"return slot {k}: a stored frame ends within its slot"),
-                         Assert(~live | ~cells[0].data.last | cells[0].data.keep[H],
-                                f"return slot {k}: a stored one-beat frame carries a packet")]
-            with m.If(live & (rd == k)):
-                m.d.comb += [Assert(~((b < dut.rd_index) & cell.data.last), f"return slot {k}: read past its end")
-                             for b, cell in enumerate(cells)]
-            with m.If(arriving & (wr == k)):
-                m.d.comb += [Assert(~(b < index) | (cell.data.last == (b == B - 1)),
-                                    f"return slot {k}: an arriving frame's beats, last only on the slot's last")
-                             for b, cell in enumerate(cells)]
+        env = return_path(m, dut, self.slot_cells)
+        ri, beat, index, take, feed, rd, wr, stored, arriving = (env[k] for k in (
+            "ri", "beat", "index", "take", "feed", "rd", "wr", "stored", "arriving"))
 
         # --- the tracked frame: its beat tj, byte lane `lane` (and every keep bit) ---
         tj, lane = Signal(range(B)), Signal(range(W))

@@ -4,6 +4,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.spillway.arrival import arrival_layout
 from hdl.spillway.link import SEQ_BITS
 from models.params import check
@@ -142,8 +143,6 @@ class CreditCore(wiring.Component):
                             ("spill_oversize", self.decided & oversize), ("malformed", self.decided & bad),
                             ("drain_requests", self.requested),
                             ("return_malformed", self.ret_valid & ~self.ret_ok), ("misordered", misordered)):
-            counter = getattr(self, name)
-            with m.If(event):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), event, overflow="wrap")
         m.d.comb += [self.credits[q].eq(self.credit[q]) for q in range(P)]
         return m

@@ -86,15 +86,17 @@ class Decapsulator(wiring.Component):
         self.data_bytes, self.H = data_bytes, SPILL_HEADER_BYTES
         layout = link_layout(data_bytes)
         super().__init__({"i": In(stream.Signature(layout)), "o": Out(stream.Signature(layout))})
-        # State, public for the formal spec: a frame's beat is held, its output has begun, the extra beat is due.
+        # State, public for the formal spec: a frame's beat is held, its output has begun, the extra beat is due;
+        # the held beat's top bytes and the extra beat's byte enables.
         self.have, self.emitted, self.flush = Signal(name="have"), Signal(name="emitted"), Signal(name="flush")
+        self.held = Signal(8 * (data_bytes - self.H), name="held")
+        self.flush_keep = Signal(data_bytes - self.H, name="flush_keep")
 
     def elaborate(self, platform):
         m = Module()
         W, H = self.data_bytes, self.H
         beat, out = self.i.payload, self.o.payload
-        have, emitted, flush = self.have, self.emitted, self.flush
-        held, flush_keep = Signal(8 * (W - H)), Signal(W - H)
+        have, emitted, flush, held, flush_keep = self.have, self.emitted, self.flush, self.held, self.flush_keep
         rest = beat.keep[H]                     # the beat holds more than H bytes
         with m.If(flush):
             m.d.comb += [self.o.valid.eq(1), out.data.eq(held), out.keep.eq(flush_keep), out.last.eq(1),

@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.headers import ETHERNET, SPILL, wire_view
 from hdl.parse import Parser
 from hdl.spillway.link import link_layout
@@ -190,7 +191,5 @@ class SpillNode(wiring.Component):
                                     ("overflow", end & overflow, 1), ("oversize", end & oversize, 1),
                                     ("malformed", end & malformed, 1), ("drains", drain, 1),
                                     ("drain_empty", drain, shim.count - granted)):
-            counter = getattr(self, name)
-            with m.If(event):
-                m.d.sync += counter.eq(counter + amount)
+            count_event(m, getattr(self, name), event, amount=amount, overflow="wrap")
         return m

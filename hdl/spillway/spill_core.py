@@ -3,6 +3,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from hdl.counters import count_event
 from hdl.spillway.arrival import arrival_layout, descriptor_layout
 from models.params import check
 from models.spillway.inswitch import COUNTERS
@@ -158,9 +159,7 @@ class SpillCore(wiring.Component):
         for name, event in (("forwarded", self.forward), ("spilled", self.spill),
                             ("drained", self.drain), ("spill_overflow", self.drop & ~malformed),
                             ("malformed", self.arrival & malformed)):
-            counter = getattr(self, name)
-            with m.If(event):
-                m.d.sync += counter.eq(counter + 1)
+            count_event(m, getattr(self, name), event, overflow="wrap")
         m.d.comb += [self.stored[p].eq(self.counts[p]) for p in range(P)]
         m.d.comb += self.pending.eq(sum(self.counts))
         return m

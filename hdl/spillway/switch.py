@@ -74,25 +74,36 @@ class SpillSwitch(wiring.Component):
         self.wr_slot, self.wr_index = Signal(range(S), name="wr_slot"), Signal(range(B + 1), name="wr_index")
         self.committed = Signal(range(S + 1))
         self.rd_slot, self.rd_index = Signal(range(S), name="rd_slot"), Signal(range(B), name="rd_index")
-        self.dec = Decapsulator(p.data_bytes)
+        self.ret_port = Signal(8, name="ret_port")      # the origin port of the frame being read (its header)
+        self.enc, self.dec = Encapsulator(p.data_bytes), Decapsulator(p.data_bytes)
         self.owner = Signal(2, name="owner")   # o's packet in progress: 0 none, 1 a returned, 2 a forwarded one
+        # The ingress FIFOs of beats and of verdicts (public for the formal spec: their storage is readable).
+        self.cell = cell
+        self.entry = data.StructLayout({"verdict": verdict_layout(p.handle_bits, p.flows),
+                                        "beats": range(p.buffer + 1)})
+        self.beat_fifo = ReadAheadFIFO(width=cell.size, depth=p.buffer)
+        self.verdict_fifo = ReadAheadFIFO(width=self.entry.size, depth=p.buffer)
+        # Ingress bookkeeping (public for the formal spec): beats of the arriving packet written, beats of the
+        # head packet popped, and per port the spilled packets whose DATA frame has not been taken whole.
+        self.wcount = Signal(range(p.buffer + 1), name="wcount")
+        self.hindex = Signal(range(p.buffer), name="hindex")
+        self.unsent = [Signal(range(p.capacity + 1), name=f"unsent{q}") for q in range(p.ports)]
 
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        W, P, C, B, S = self.data_bytes, self.ports, self.capacity, self.slot_beats, self.slots
+        P, C, B, S = self.ports, self.capacity, self.slot_beats, self.slots
         H = SPILL_HEADER_BYTES
         m.submodules.core = core = self.core
-        m.submodules.enc = enc = Encapsulator(W)
+        m.submodules.enc = enc = self.enc
         m.submodules.dec = dec = self.dec
-        cell = data.StructLayout({"data": 8 * W, "keep": W, "last": 1})
-        entry = data.StructLayout({"verdict": verdict_layout(p.handle_bits, p.flows), "beats": range(p.buffer + 1)})
-        m.submodules.beats = beats = ReadAheadFIFO(width=cell.size, depth=p.buffer)
-        m.submodules.verdicts = verdicts = ReadAheadFIFO(width=entry.size, depth=p.buffer)
+        cell, entry = self.cell, self.entry
+        m.submodules.beats = beats = self.beat_fifo
+        m.submodules.verdicts = verdicts = self.verdict_fifo
 
         # --- Ingress: the FIFO of beats, the parser and the credit core's verdict at the last beat.
         beat = self.i.payload
-        wcount = Signal(range(p.buffer + 1))    # beats of the current packet written (saturates)
+        wcount = self.wcount                    # beats of the current packet written (saturates)
         discard = wcount == p.buffer            # a giant packet: its further beats are discarded
         m.d.comb += self.i.ready.eq(beats.w_rdy | discard)
         transfer = self.i.valid & self.i.ready
@@ -124,7 +135,7 @@ class SpillSwitch(wiring.Component):
         head = data.View(entry, verdicts.r_data)
         hbeat = data.View(cell, beats.r_data)
         verdict = head.verdict
-        hindex = Signal(range(p.buffer))
+        hindex = self.hindex
         have = verdicts.r_rdy
         fwd_valid = have & (verdict.kind == FORWARD)
         drop = have & (verdict.kind == DROP)
@@ -139,7 +150,7 @@ class SpillSwitch(wiring.Component):
         m.submodules.ret_mem = mem = self.ret_mem
         committed = self.committed
         rd_slot, rd_index = self.rd_slot, self.rd_index
-        ret_port, ret_flow, ret_seq = Signal(8), Signal(SEQ_BITS), Signal(SEQ_BITS)
+        ret_port, ret_flow, ret_seq = self.ret_port, Signal(SEQ_BITS), Signal(SEQ_BITS)
         # SRAM with a registered read: the address is the next cycle's read position, written through
         # when the return link writes there in this cycle (what a combinational read would show then).
         write_port = mem.write_port()
@@ -207,7 +218,7 @@ class SpillSwitch(wiring.Component):
         # (the DRAIN frame must reach the node behind the DATA frame it asks for).
         spilled_now = core.decided & (core.v.payload.kind == SPILL)
         sent_now = enc.i.valid & enc.i.ready & end
-        unsent = [Signal(range(C + 1), name=f"unsent{q}") for q in range(P)]
+        unsent = self.unsent
         for q in range(P):
             m.d.sync += unsent[q].eq(unsent[q] + (spilled_now & (core.v.payload.port == q))
                                      - (sent_now & (verdict.port == q)))
