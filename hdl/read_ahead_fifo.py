@@ -27,11 +27,15 @@ class ReadAheadFIFO(Elaboratable):
         The position written next and the head's position.
     """
 
-    def __init__(self, *, width, depth):
+    def __new__(cls, *, width, depth):
+        # Checked before the object exists, so a refused FIFO leaves no unused Elaboratable behind.
         if not isinstance(width, int) or width < 0:
             raise TypeError(f"width must be a non-negative integer, not {width!r}")
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        return super().__new__(cls, src_loc_at=1)
+
+    def __init__(self, *, width, depth):
         self.width, self.depth = width, depth
         self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
         self.r_data, self.r_en, self.r_rdy = Signal(width), Signal(), Signal()
