@@ -4,8 +4,10 @@
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
 # sim: the demonstration),
-# NAME, TITLE (new-block: the block's module path and title; scenario: the scenario's name), ARGS (scenario: its
-# options).
+# NAME, TITLE (new-block: the block's module path and title; scenario, sweep: the scenario's name), ARGS (scenario: its
+# options), GRID (sweep: KEY=V1,V2 ... of the scenario's options),
+# CLUSTER, SCHEDULER, CLUSTER_OPTIONS (regress, mutants, sweep on a Dask cluster: local worker processes, JOBS of
+# them, or slurm|lsf|pbs|sge batch jobs with dask-jobqueue's KEY=VALUE options; or a running scheduler tcp://HOST:8786).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -18,14 +20,21 @@ SEEDS  ?= 4
 FIRST  ?= 1
 SHARD  ?= 1/1
 TESTS  ?=
-BLOCK  ?= spillway.switch
+BLOCK  ?=
 N      ?=
 MUTANT_ARGS ?=
 ARGS   ?=
 SCENARIOS ?= spillway symphony esa dblp sdr mrc
+GRID   ?=
+CLUSTER ?=
+SCHEDULER ?=
+CLUSTER_OPTIONS ?=
+#: A campaign on a Dask cluster (tools.cluster): set by CLUSTER or SCHEDULER (sweep: a local cluster by default).
+ENGINE_ARGS = --cluster $(or $(CLUSTER),local) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) --jobs $(JOBS) \
+    $(foreach option,$(CLUSTER_OPTIONS),--cluster-option $(option))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios regress regress-merge mutants coverage verilog report fpga bench waves clean
+.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios sweep regress regress-merge mutants coverage verilog report fpga bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -36,7 +45,7 @@ $(STAMP): pyproject.toml tools/setup.sh
 ## A demonstration of a mechanism on its RTL (demos/): make sim [BLOCK=spillway|symphony|esa|mrc|dblp|sdr|list];
 ## the story of the run, its waveform window, its pcaps and the command that replays it.
 sim: setup
-	@$(PY) -m tools.sim $(if $(filter command line environment,$(origin BLOCK)),$(BLOCK))
+	@$(PY) -m tools.sim $(BLOCK)
 
 ## The whole suite: lint, then cocotb+Verilator testbenches, layout tests, formal proofs and scenarios;
 ## make test BLOCK=name runs one block's tests (its testbench, proofs, soak, layout checks).
@@ -68,9 +77,20 @@ scenarios: setup
 	@for name in $(SCENARIOS); do $(PY) -m scenarios $$name || exit 1; done
 	$(PY) -m tools.scenario_table
 
-## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit)
+## One scenario over a grid of its options on a Dask cluster: make sweep NAME=esa GRID='slots=4,8 jobs=2,4' [CLUSTER=...]
+## -> build/sweeps/NAME.csv (each point's rows, its values in front)
+sweep: setup
+	$(PY) -m tools.cluster sweep $(NAME) $(foreach axis,$(GRID),--grid $(axis)) $(ENGINE_ARGS)
+
+## Seed sweep of the randomized testbenches, shard SHARD=i/n -> build/regress/shard-<i>-of-<n>.xml (JUnit);
+## with CLUSTER=local|slurm|... or SCHEDULER=tcp://... one unit per test file and seed on a Dask cluster
+## -> build/regress/report.xml
 regress: setup
+ifneq ($(CLUSTER)$(SCHEDULER),)
+	$(PY) -m tools.cluster regress --seeds $(SEEDS) --first $(FIRST) $(ENGINE_ARGS) $(if $(TESTS),--tests $(TESTS))
+else
 	$(PY) -m tools.regress --seeds $(SEEDS) --first $(FIRST) --shard $(SHARD) --jobs $(JOBS) $(if $(TESTS),--tests $(TESTS))
+endif
 
 ## Merge every shard's JUnit file -> build/regress/report.xml, failures with their replay command
 regress-merge: setup
@@ -83,9 +103,15 @@ coverage: setup
 	    $(if $(BLOCKS),$(shell $(PY) -m tools.blocks --check $(BLOCKS) 2>/dev/null),testbenches $(foreach t,readme cli layout mutants,--ignore=testbenches/test_$(t).py)) $(PYTEST_ARGS)
 	$(PY) -m tools.coverage $(BLOCKS)
 
-## Mutation run: N mutants (default all) of $(BLOCK)'s RTL sources against its tests and proofs -> build/mutants/
+## Mutation run: N mutants (default all) of BLOCK's (default spillway.switch) RTL sources against its tests and
+## proofs -> build/mutants/; with CLUSTER=... or SCHEDULER=... one unit per mutant on a Dask cluster (MUTANT_ARGS:
+## --seed, --id, --no-formal, --no-baseline)
 mutants: setup
-	$(PY) -m tools.mutants $(BLOCK) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
+ifneq ($(CLUSTER)$(SCHEDULER),)
+	$(PY) -m tools.cluster mutants $(or $(BLOCK),spillway.switch) $(if $(N),--n $(N)) $(ENGINE_ARGS) $(MUTANT_ARGS)
+else
+	$(PY) -m tools.mutants $(or $(BLOCK),spillway.switch) $(if $(N),--n $(N)) --jobs $(JOBS) $(MUTANT_ARGS)
+endif
 
 ## A new block from the scaffold (tools/scaffold/): its Component, model, lockstep test and proof, registered
 new-block: setup

@@ -1,9 +1,11 @@
 """pytest: check the toolchain and the environment once (one clear line when something is wrong),
 draw the run's traffic seed, and print what the tests attached (``innet`` user properties) at the end."""
+import gc
 import json
 import os
 import shlex
 import uuid
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -176,6 +178,42 @@ def _sim_counts(write, rows):
     write(f"simulation runs ({len(rows)}; logs, pcaps and waveforms under build/<block>/<params>/<test>/)")
     for block, (runs, cycles) in sorted(blocks.items()):
         write(f"  {block:<24} {runs:>3} runs {cycles:>12,} cycles")
+
+
+_UNUSED = []                                    # where UnusedElaboratable warnings of this session came from
+
+
+def _record_unused(message):
+    if message.category.__name__ == "UnusedElaboratable":
+        _UNUSED.append(f"{_short(message.filename)}:{message.lineno}")
+
+
+def pytest_warning_recorded(warning_message, nodeid):
+    _record_unused(warning_message)
+
+
+def pytest_testnodedown(node, error):
+    _UNUSED.extend(getattr(node, "workeroutput", {}).get("innet_unused", []))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """An Amaranth elaboratable made but never elaborated fails the suite (such warnings went unread before).
+    Amaranth warns when one is collected, often after its test: collect what is left, in every process."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    for message in caught:
+        _record_unused(message)
+    config = session.config
+    if hasattr(config, "workerinput"):
+        config.workeroutput["innet_unused"] = _UNUSED
+        return
+    if _UNUSED and exitstatus == pytest.ExitCode.OK:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"innet: {len(_UNUSED)} UnusedElaboratable warnings (made, never elaborated): "
+                                f"{', '.join(sorted(set(_UNUSED)))}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

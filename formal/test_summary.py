@@ -4,6 +4,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from amaranth.hdl import Fragment
 
 from formal.runner import BOUNDED, FormalFailure, bounded_reason, prove
 from formal.summary import kind_of, markdown, rows
@@ -12,8 +13,10 @@ from formal.test_runner import Spec
 
 def test_bmc_without_reason_fails():
     """A safety property checked only to a depth, with no reason in bounded.toml, fails before it runs."""
+    spec = Spec(limit=9, bound=9)
     with pytest.raises(FormalFailure, match="without a recorded reason"):
-        prove(Spec(limit=9, bound=9), "runner_unrecorded_bmc", depth=4, mode="bmc")
+        prove(spec, "runner_unrecorded_bmc", depth=4, mode="bmc")
+    Fragment.get(spec, None)        # refused unelaborated: elaborated here, so Amaranth does not warn it unused
 
 
 def test_reasons_name_tasks():

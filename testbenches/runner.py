@@ -286,7 +286,7 @@ def plan_batches(items):
             BATCHES.setdefault((item.module.__name__, _encode(values["params"])), []).append(values["testcase"])
 
 
-def _split_batch(batch_dir, build_dir, tests):
+def _split_batch(batch_dir, runs, tests):
     """Give each test of a batch its own ``results.xml`` and ``sim.log`` (the log's start-up lines
     and the lines from the test's own start to the next test's)."""
     root = ElementTree.parse(batch_dir / "results.xml").getroot()
@@ -295,23 +295,31 @@ def _split_batch(batch_dir, build_dir, tests):
             suites = ElementTree.Element("testsuites")
             counts = {kind: str(len(case.findall(kind.rstrip("s")))) for kind in ("failures", "errors")}
             ElementTree.SubElement(suites, "testsuite", name="batch", tests="1", **counts).append(case)
-            ElementTree.ElementTree(suites).write(build_dir / case.get("name") / "results.xml")
+            ElementTree.ElementTree(suites).write(runs / case.get("name") / "results.xml")
     lines = (batch_dir / "sim.log").read_text(errors="replace").splitlines(keepends=True)
     starts = [(i, m.group(1)) for i, line in enumerate(lines)
               if (m := re.search(r"running \S+\.(\w+) \(\d+/\d+\)", line))]
     header = lines[:starts[0][0]] if starts else lines
     for (at, name), (end, _) in zip(starts, starts[1:] + [(len(lines), None)]):
         if name in tests:
-            (build_dir / name / "sim.log").write_text("".join(header + lines[at:end]))
+            (runs / name / "sim.log").write_text("".join(header + lines[at:end]))
 
 
-def _run_batch(runner, build_dir, test_module, tests, env):
+def runs_dir(build_dir):
+    """Where the runs of the build ``build_dir`` keep their directories: the build directory itself, or with
+    ``INNET_RUNS=DIR`` the same path under ``DIR`` (a distributed campaign's unit: several seeds of one test
+    run at once on one shared build, each in its own directory)."""
+    runs = os.environ.get("INNET_RUNS")
+    return Path(runs) / build_dir.relative_to(BUILD) if runs else build_dir
+
+
+def _run_batch(runner, build_dir, runs, test_module, tests, env):
     """Run ``tests`` of ``test_module`` in one simulation, once per pytest session (a file lock and
-    the session's token keep xdist workers from running a batch twice)."""
+    the session's token keep xdist workers from running a batch twice); the runs' directories under ``runs``."""
     token = os.environ["INNET_SESSION"]
     key = hashlib.sha1(f"{test_module}|{','.join(tests)}".encode()).hexdigest()[:10]
-    batch_dir = build_dir / f"batch-{key}"
-    with open(build_dir / f".batch-{key}.lock", "w") as lock:
+    batch_dir = runs / f"batch-{key}"
+    with open(runs / f".batch-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = batch_dir / "session"
         if done.exists() and done.read_text() == token:
@@ -319,9 +327,9 @@ def _run_batch(runner, build_dir, test_module, tests, env):
         shutil.rmtree(batch_dir, ignore_errors=True)
         batch_dir.mkdir()
         for name in tests:
-            (build_dir / name).mkdir(exist_ok=True)
+            (runs / name).mkdir(exist_ok=True)
             for stale in ("summary.json", "results.xml", "sim.log"):
-                (build_dir / name / stale).unlink(missing_ok=True)
+                (runs / name / stale).unlink(missing_ok=True)
         try:
             runner.test(
                 test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, tests),
@@ -330,7 +338,7 @@ def _run_batch(runner, build_dir, test_module, tests, env):
         except SystemExit:
             pass  # a failing test: each test's result says which
         if (batch_dir / "results.xml").exists():
-            _split_batch(batch_dir, build_dir, tests)
+            _split_batch(batch_dir, runs, tests)
         done.write_text(token)
 
 
@@ -360,8 +368,9 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     cover = coverage()
     build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else "") + ("-cov" if cover else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
-    test_dir = build_dir / testcase
-    test_dir.mkdir(exist_ok=True)
+    runs = runs_dir(build_dir)
+    test_dir = runs / testcase
+    test_dir.mkdir(parents=True, exist_ok=True)
     batch = BATCHES.get((test_module, _encode(params)), [])
     batched = (len(batch) > 1 and testcase in batch and env is None and seed is None and not kind and not cover
                and "INNET_SESSION" in os.environ and not os.environ.get("INNET_SOLO"))
@@ -405,7 +414,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     log = test_dir / "sim.log"
     wave = test_dir / f"dump.{kind}" if kind else None
     if batched:
-        _run_batch(runner, build_dir, test_module, batch, {**env, "INNET_RUN_DIR": str(build_dir)})
+        _run_batch(runner, build_dir, runs, test_module, batch, {**env, "INNET_RUN_DIR": str(runs)})
     alone = not (batched and _passed(results, testcase))  # a batch's failure is decided by a run alone
     if alone:
         if batched and log.exists():

@@ -31,7 +31,10 @@ README = ROOT / "README.md"
 #: The pages whose commands are smoke-tested.
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 #: Documented commands not run here, and why.
-EXCLUDED = {"make test": "runs the whole suite, this test included"}
+EXCLUDED = {"make test": "runs the whole suite, this test included",
+            "make setup": "every other command runs it first",
+            "make regress SEEDS=32 CLUSTER=slurm JOBS=16 CLUSTER_OPTIONS='queue=normal account=myproj "
+            "walltime=01:00:00'": "needs a Slurm cluster (its job script is checked: the --job-script command)"}
 SIM = '-k "random_traffic and flow"'       # a one-test selection of the spill buffer's testbench
 GENERATED = re.compile(r"<!-- ([\w:-]+) -->.*?<!-- /\1 -->", re.S)
 
@@ -321,6 +324,33 @@ def _regress_merge(sh):
     assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
 
 
+def _regress_cluster(sh):
+    """The campaign on a local Dask cluster of 2 worker processes, on one test file."""
+    out, _ = sh("make regress SEEDS=2 CLUSTER=local JOBS=2 TESTS=testbenches/test_headers.py")
+    assert "regress: 2 units on 2 workers" in out and "[2/2 done, 0 failed" in out, out
+    assert re.search(r"regress: \d+ test runs over 2 seeds, 0 failed -> build/regress/report.xml", out), out
+
+
+def _mutants_cluster(sh):
+    out, _ = sh("make mutants BLOCK=spillway.link CLUSTER=local MUTANT_ARGS='--id 42 --no-baseline'")
+    assert "mutants: 1 units on 2 workers" in out and "1 invalid" in out, out
+
+
+def _sweep(sh):
+    out, _ = sh("make sweep NAME=esa GRID='slots=4,8 seed=1 rounds=4 sweep-slots=4 sweep-jobs=2'")
+    assert "sweep: esa: 2 points, 6 rows -> " in out and "0 units ran again" in out, out
+    assert (sh.root / "build/sweeps/esa.csv").read_text().startswith("slots,seed,rounds,sweep-slots,sweep-jobs,")
+
+
+def _job_script(sh):
+    """What each Slurm job of the worked example runs (no Slurm here: the script, nothing submitted)."""
+    out, _ = sh(".venv/bin/python -m tools.cluster regress --cluster slurm --cluster-option queue=normal "
+                "--cluster-option account=myproj --cluster-option walltime=01:00:00 --job-script")
+    for line in ("#SBATCH -p normal", "#SBATCH -A myproj", "#SBATCH -t 01:00:00", f"cd {sh.root}"):
+        assert line in out, out
+    assert "-m distributed.cli.dask_worker tcp://" in out and "--nthreads 1" in out, out
+
+
 def _coverage(sh):
     out, _ = sh("""make coverage BLOCKS=spillway.inswitch PYTEST_ARGS='-k "random_traffic and flow"'""")
     assert re.search(r"^spillway\.inswitch\s+\d+/\d+ \([\d.]+ %\)\s+\d+/\d+", out, re.M), out
@@ -422,6 +452,11 @@ SMOKE = {
     ".venv/bin/python -m tools.gtkw build/spillway.inswitch/<params>-vcd/random_traffic/dump.vcd": _gtkw,
     "make regress SEEDS=8 SHARD=2/4": _regress,
     "make regress-merge": _regress_merge,
+    "make regress SEEDS=4 CLUSTER=local JOBS=2": _regress_cluster,
+    "make mutants BLOCK=spillway.link CLUSTER=local MUTANT_ARGS='--id 42 --no-baseline'": _mutants_cluster,
+    "make sweep NAME=esa GRID='slots=4,8 seed=1,2'": _sweep,
+    ".venv/bin/python -m tools.cluster regress --cluster slurm --cluster-option queue=normal --cluster-option "
+    "account=myproj --cluster-option walltime=01:00:00 --job-script": _job_script,
     "make coverage BLOCKS=spillway.inswitch": _coverage,
     "make mutants BLOCK=ev_expander N=3": _mutants,
     "make mutants BLOCK=all MUTANT_ARGS=--summary": _mutants_summary,

@@ -463,7 +463,7 @@ def report(name, where, rows, formal):
     print(f"mutants: {name}: {len(rows)} mutants, {len(rows) - len(valid_rows)} invalid, {same} "
           f"equivalent; of the other {len(live)}, killed by simulation "
           f"{rate(killed('sim'))}" + (f", by formal {rate(killed('formal', proved), proved)}" if formal else "")
-          + f", combined {rate(both)} -> {out.relative_to(ROOT)}")
+          + f", combined {rate(both)} -> {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     for r in live:
         if not _dead(r, "sim") and not _dead(r, "formal"):
             print(f"  survivor #{r['id']} {r['operator']} {where(int(r['line']))}: {r['before']}  ->  "

@@ -153,12 +153,12 @@ def test_random_with_backpressure(seed):
 def test_bench_stimulus():
     """``make bench``'s ``spill`` stimulus: alternating DATA and DRAIN frames for the node, one beat each;
     the node model returns every DATA frame, nothing dropped."""
-    from hdl.spillway.node import SpillNode
+    from registry import block
     from tools.bench import bench_params
     from tools.traffic import spill_frames
     p = bench_params("spillway.node")
     node = SpillNodeModel(p)
-    beats = spill_frames(SpillNode(p), 200, random.Random(1))
+    beats = spill_frames(block("spillway.node").interface(p), 200, random.Random(1))
     returned = 0
     for beat in beats + [None] * 4:
         assert beat is None or beat["last"]
