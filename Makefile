@@ -1,7 +1,7 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
 # Variables: JOBS (pytest-xdist workers, 0 = none; mutants: also processes at a time), PYTEST_ARGS (passed to
 # pytest, e.g. -k ...),
-# BLOCKS (registered blocks for verilog/report/bench; default all), PACKETS, ENGINES (bench length and engines),
+# BLOCKS (registered blocks for verilog/report/fpga/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),
 # BLOCK, N, MUTANT_ARGS (mutants: the block or all, how many mutants per block, more tools.mutants options;
 # sim: the demonstration),
@@ -35,7 +35,7 @@ ENGINE_ARGS = --cluster $(or $(CLUSTER),local) $(if $(SCHEDULER),--scheduler $(S
     $(foreach option,$(CLUSTER_OPTIONS),--cluster-option $(option))
 export PATH := $(abspath $(VENV)/bin):$(PATH)
 
-.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios sweep regress regress-merge mutants coverage verilog report bench waves clean
+.PHONY: all setup sim test lint new-block formal formal-deep scenario scenarios sweep regress regress-merge mutants coverage verilog report fpga bench waves clean
 all: sim
 
 setup: $(STAMP)
@@ -125,6 +125,11 @@ verilog: setup
 ## Synthesis resource report per block (Yosys): cells, flip-flops, memory bits -> build/report.csv
 report: setup
 	$(PY) -m tools.report $(BLOCKS)
+
+## Timing on a real FPGA: out-of-context synthesis, place and route per block (ECP5-85k, speed 8, goal 125 MHz;
+## tools/fpga.toml: parameters that fit, distributed-RAM memories, reasons) -> build/fpga/fpga.csv
+fpga: setup
+	$(PY) -m tools.fpga $(BLOCKS)
 
 ## Simulation throughput per block: C++ Verilator harness vs cocotb (replay, batched, standard) vs pysim
 bench: setup

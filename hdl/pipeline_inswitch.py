@@ -105,11 +105,7 @@ class InSwitchPipeline(PipelineStages):
         # The descriptor and beat egress shows in the next cycle: the spill core's output register
         # loads a drained head or a forwarded arrival (as hdl/spillway/spill_core.py SpillCore does).
         core = spill.core
-        heads = []
-        for p, fifo in enumerate(core.fifos):
-            head = fifo.read_port(domain="comb")
-            m.d.comb += head.addr.eq(core.heads[p])
-            heads.append(head.data.handle)
+        heads = [read.data.handle for read in core.head_reads]     # each spill FIFO's head (registered read)
         load = ~spill.o.valid | spill.o.ready
         next_handle = Mux(load & core.drain, Array(heads)[core.drain_port],
                           Mux(load & core.forward, core.d.payload.handle, desc.handle))

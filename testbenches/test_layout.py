@@ -14,7 +14,7 @@ from models.params import Params
 from registry import BLOCKS, ROOT
 
 #: Modules of hdl/ that blocks share (not blocks themselves).
-SHARED = {"__init__", "packet", "headers", "parse", "axis"}
+SHARED = {"__init__", "packet", "headers", "parse", "axis", "port_registers"}
 
 
 @pytest.mark.parametrize("name", BLOCKS)

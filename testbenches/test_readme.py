@@ -165,6 +165,20 @@ def _report(sh):
     assert re.search(r"^packet_fifo\s+\d+\s+\d+", out, re.M), out
 
 
+def _fpga(sh):
+    out, err = sh("make fpga BLOCKS=packet_fifo")
+    assert "[1/1] packet_fifo ..." in err, err
+    assert re.search(r"^\| packet_fifo \| \d+\.\d \| `.+` → `.+` \(\d+\) \| \d+ \|", out, re.M), out
+
+
+def _fpga_docs(sh):
+    if not (sh.root / "build/fpga/fpga.csv").exists():
+        _fpga(sh)
+    out, _ = sh(".venv/bin/python -m tools.fpga --from-csv build/fpga/fpga.csv --docs")
+    assert "(fpga table)" in out, out
+    assert "| packet_fifo |" in sections.body(sh.root / "docs/verification.md", "fpga")
+
+
 def _bench(sh):
     out, err = sh("make bench PACKETS=200 BLOCKS=packet_fifo")
     assert "[6/6] packet_fifo amaranth-pysim ..." in err, err
@@ -437,6 +451,7 @@ SMOKE = {
     "--limits ''": _scale,
     "make verilog": _verilog,
     "make report": _report,
+    "make fpga BLOCKS=packet_fifo": _fpga,
     "make bench": _bench,
     '.venv/bin/python -m pytest testbenches/spillway/test_inswitch.py -k "watermark_edges and flow"':
         '.venv/bin/python -m pytest testbenches/spillway/test_inswitch.py -k "watermark_edges and flow"',
@@ -468,6 +483,7 @@ SMOKE = {
     ".venv/bin/python -m tools.scenario_table --docs": _scenario_table,
     ".venv/bin/python -m tools.proofs --docs": _proofs_docs,
     ".venv/bin/python -m tools.bench --from-csv build/bench/bench.csv --packets 100000 --docs": _bench_docs,
+    ".venv/bin/python -m tools.fpga --from-csv build/fpga/fpga.csv --docs": _fpga_docs,
 }
 
 

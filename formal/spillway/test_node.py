@@ -54,13 +54,12 @@ class Spec(Elaboratable):
             for k in range(C):
                 pos = Signal(range(C), name=f"pos{q}_{k}")
                 m.d.comb += pos.eq(Mux(k >= head, k - head, k + C - head))
-                slot = q * C + k
-                hit = write.en & (write.addr >= slot * B) & (write.addr < (slot + 1) * B)
+                hit = write.en & (write.addr >> node.beat_bits == node.address(q, k, 0) >> node.beat_bits)
                 m.d.comb += Assert(~(hit & (pos < count)), f"a write never lands in a stored frame (port {q} slot {k})")
         m.d.comb += [
             Assert(~node.busy | (Array(node.requests)[node.current] != 0), "the output sends a requested frame"),
             Assert(node.current < P, "current port in range"), Assert(node.rr < P, "pointer in range"),
-            Assert(~write.en | (write.addr < P * C * B), "writes stay in the memory"),
+            Assert(~write.en | (write.addr < node.address(P - 1, C - 1, B - 1) + 1), "writes stay in the memory"),
         ]
         shim = wire_view(SPILL, node.parser.header, wire.SPILL_OFFSET)
         with m.If(node.parser.inside & ~node.full_held & (shim.port < P)):
@@ -227,19 +226,19 @@ class FifoSpec(CounterSpec):
         for q in range(P):
             for k in range(C):
                 cell = self.heads[q * C + k]
-                m.d.comb += cell.addr.eq((q * C + k) * B)
+                m.d.comb += cell.addr.eq(node.address(q, k, 0))
                 live = Mux(k >= node.heads[q], k - node.heads[q], k + C - node.heads[q]) < node.counts[q]
                 m.d.comb += Assert(~live | (port_byte(cell) == q), f"port {q} slot {k}: a stored frame names its port")
                 lasts = [cell.data.last]
                 for b, rest in enumerate(self.rest[q * C + k], start=1):
-                    m.d.comb += rest.addr.eq((q * C + k) * B + b)
+                    m.d.comb += rest.addr.eq(node.address(q, k, b))
                     lasts.append(rest.data.last)
                 m.d.comb += Assert(~live | Cat(*lasts).any(), f"port {q} slot {k}: a stored frame ends in its slot")
                 with m.If(o_started & (o_held == q) & (node.heads[q] == k)):
                     m.d.comb += [Assert(~((b < o_idx) & last), f"port {q} slot {k}: a beat sent was not the last")
                                  for b, last in enumerate(lasts)]
         cell = self.heads[-1]
-        m.d.comb += cell.addr.eq((port * C + Array(node.tails)[port]) * B)
+        m.d.comb += cell.addr.eq(node.address(port, Array(node.tails)[port], 0))
         with m.If(~fr["first"] & ~fr["full"] & (fr["port"] < P)):
             m.d.comb += Assert(port_byte(cell) == fr["port"], "a frame arriving names its port in its tail slot")
         # --- the tracked frame ---
@@ -275,11 +274,10 @@ class FifoSpec(CounterSpec):
                                    "the tracked beat leaves as it came in (first beat: MACs swapped, op RETURN)")
         # strengthening: where the tracked frame is, and its cells
         head, tail = Array(node.heads)[tq], Array(node.tails)[tq]
-        slot = Signal(range(P * C))
-        at = Mux(state == 1, tail, Mux(head + pos >= C, head + pos - C, head + pos))
-        m.d.comb += slot.eq(tq * C + at)
+        at = Signal(range(C))
+        m.d.comb += at.eq(Mux(state == 1, tail, Mux(head + pos >= C, head + pos - C, head + pos)))
         for k, cell in enumerate(self.cells):
-            m.d.comb += cell.addr.eq(slot * B + k)
+            m.d.comb += cell.addr.eq(node.address(tq, at, k))
             written = Mux(state == 1, k < fr["nb"], k < length)
             with m.If((state != 0) & written):
                 m.d.comb += Assert(cell.data.last == Mux(state == 1, 0, k == length - 1),

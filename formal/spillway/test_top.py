@@ -64,7 +64,7 @@ class RoundTripSpec(Elaboratable):
         memory, and the channels, against the spec's shadow (``env``: ``elaborate``'s locals)."""
         core, node, link, sent, back, held = (env[k] for k in ("core", "node", "link", "sent", "back", "held"))
         p, P, C, S, F = core.params, env["P"], env["C"], env["S"], env["F"]
-        encode, H, B = env["encode"], env["H"], node.beats
+        encode, H = env["encode"], env["H"]
         requested, out = env["requested"], env["out"]
         flow, port, seen = env["flow"], env["port"], env["seen"]
         D = link.depth
@@ -110,7 +110,7 @@ class RoundTripSpec(Elaboratable):
             for k in range(C):
                 rp = self.slots[q * C + k]
                 slot = Mux(head + k >= C, head + k - C, head + k)
-                m.d.comb += rp.addr.eq((q * C + slot) * B)
+                m.d.comb += rp.addr.eq(node.address(q, slot, 0))
                 with m.If(count > k):
                     m.d.comb += Assert((rp.data.data == encode(sent[q].items[k])) & (rp.data.last == 1)
                                        & (rp.data.keep == (1 << H + 1) - 1) & (sent[q].items[k].drain == 0)

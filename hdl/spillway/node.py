@@ -1,5 +1,5 @@
 """Spillway's spill node (SPEC section 1): the disaggregated buffer that holds a switch's spilled packets."""
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,7 +20,8 @@ class SpillNode(wiring.Component):
     ``i`` carries spill-link frames from the switch (``Ether(type=0x88B5) / Spill / inner``);
     ``i.ready`` is always 1 (a link does not push back; the switch's credits keep the node from
     overflowing). ``o`` carries RETURN frames to the switch, with back-pressure. The memory holds
-    ``ports * capacity`` slots of ``slot_beats`` beats (data, keep, last of each beat).
+    ``ports * capacity`` slots of ``slot_beats`` beats (data, keep, last of each beat), addressed by
+    fields (``address``: port, slot, beat, each its own bits; no multiplier on the address path).
 
     - A frame's header is read from its first beat (the parser holds it); a DATA frame's beats are
       written into the tail slot of its port's FIFO as they arrive, unless that FIFO was full at
@@ -30,10 +31,14 @@ class SpillNode(wiring.Component):
       ``malformed``, or a DRAIN request (``drains``): ``min(count, stored - requested)`` packets
       are added to the port's requests, the rest counted ``drain_empty``.
     - Output: while idle, the first port at or after the round-robin pointer with a request is chosen
-      in the same cycle (zero-latency selection, comb read of the memory) and its head slot sent,
+      in the same cycle (zero-latency selection) and its head slot sent,
       one beat per cycle while ``o.ready``, with the MAC addresses swapped and ``op = RETURN`` on
       its first beat. After the last beat the slot is free, the request served (``returned``) and
       the pointer moves past the port; the next frame starts in the next cycle.
+    - The memory is SRAM with a registered read (block RAM on an FPGA): its read address is the beat the
+      output shows in the next cycle, taken from the next state of the output and of the FIFO pointers,
+      so the output is what a combinational read would show, with no added latency. No write lands in a
+      slot the output may read (only stored frames are requested; a frame being written is not stored).
     - ``stored[p]``: frames held for port ``p``. Reset empties the node.
     """
 
@@ -52,7 +57,8 @@ class SpillNode(wiring.Component):
         P, C = p.ports, p.capacity
         # State, public for the formal spec.
         self.cell = data.StructLayout({"data": 8 * p.data_bytes, "keep": p.data_bytes, "last": 1})
-        self.mem = memory.Memory(shape=self.cell, depth=P * C * self.beats, init=[])
+        self.beat_bits, self.slot_bits, self.port_bits = ((n - 1).bit_length() for n in (self.beats, C, P))
+        self.mem = memory.Memory(shape=self.cell, depth=P << (self.slot_bits + self.beat_bits), init=[])
         self.heads = [Signal(range(C), name=f"head{q}") for q in range(P)]
         self.tails = [Signal(range(C), name=f"tail{q}") for q in range(P)]
         self.counts = [Signal(range(C + 1), name=f"count{q}") for q in range(P)]
@@ -69,11 +75,17 @@ class SpillNode(wiring.Component):
         self.full_held = Signal()               # the frame's FIFO was full at its first beat
         self.beat_no = Signal(range(self.beats + 1))    # beats of the frame before this one (saturating)
 
+    def address(self, port, slot, beat):
+        """The memory address of beat ``beat`` of slot ``slot`` of port ``port`` (ints or values)."""
+        def field(value, bits):
+            return Const(value, bits) if isinstance(value, int) else Cat(Value.cast(value), Const(0, bits))[:bits]
+        return Cat(field(beat, self.beat_bits), field(slot, self.slot_bits), field(port, self.port_bits))
+
     def elaborate(self, platform):
         m = Module()
         P, C, B, W = self.ports, self.capacity, self.beats, self.data_bytes
         m.submodules.mem = mem = self.mem
-        counts, heads, tails, requests = Array(self.counts), Array(self.heads), Array(self.tails), Array(self.requests)
+        counts, tails, requests = Array(self.counts), Array(self.tails), Array(self.requests)
 
         # --- Input: parse, write beats into the tail slot, classify at the last beat.
         beat = self.i.payload
@@ -94,10 +106,8 @@ class SpillNode(wiring.Component):
         index = Mux(parser.first, 0, beat_no)
 
         write = self.write
-        slot = Signal(range(P * C))
         m.d.comb += [
-            slot.eq(port * C + tails[port]),
-            write.addr.eq(slot * B + index),
+            write.addr.eq(self.address(port, tails[port], index)),
             write.en.eq(transfer & port_ok & ~full & (index < B)),
             write.data.data.eq(beat.data), write.data.keep.eq(beat.keep), write.data.last.eq(beat.last),
         ]
@@ -118,17 +128,20 @@ class SpillNode(wiring.Component):
                      granted.eq(Mux(shim.count < available, shim.count, available))]
         drain = end & is_drain
 
-        # --- Output: choose a port, send its head slot.
-        found = Signal()
-        chosen = Signal(range(P))
-        for offset in reversed(range(P)):
-            q = (self.rr + offset) % P
-            with m.If(requests[q] != 0):
-                m.d.comb += [chosen.eq(q), found.eq(1)]
+        # --- Output: choose a port, send its head slot. The memory's read is registered: its address is
+        # the one the output will show in the next cycle, from the next state of the pointers below.
+        def choose(requests, rr):
+            found, chosen = Signal(), Signal(range(P))
+            for offset in reversed(range(P)):
+                q = (rr + offset) % P
+                with m.If(requests[q] != 0):
+                    m.d.comb += [chosen.eq(q), found.eq(1)]
+            return found, chosen
+
+        found, chosen = choose(requests, self.rr)
         sel = self.port_out
         m.d.comb += sel.eq(Mux(self.busy, self.current, chosen))
-        read = mem.read_port(domain="comb")
-        m.d.comb += read.addr.eq((sel * C + heads[sel]) * B + self.index)
+        read = mem.read_port()
         out = read.data
         first = self.index == 0
         octets = [out.data[8 * k:8 * k + 8] for k in range(W)]
@@ -143,25 +156,34 @@ class SpillNode(wiring.Component):
         ]
         sent = self.o.valid & self.o.ready
         m.d.comb += self.pop.eq(sent & out.last)
+
+        # --- The next state of the output and of the FIFO pointers, counts and requests.
+        busy, current, index, rr = (Signal.like(self.busy), Signal.like(self.current), Signal.like(self.index),
+                                    Signal.like(self.rr))
+        m.d.comb += [busy.eq(self.busy), current.eq(self.current), index.eq(self.index), rr.eq(self.rr)]
         with m.If(sent):
             with m.If(out.last):
-                m.d.sync += [self.busy.eq(0), self.index.eq(0), self.rr.eq(Mux(sel == P - 1, 0, sel + 1))]
+                m.d.comb += [busy.eq(0), index.eq(0), rr.eq(Mux(sel == P - 1, 0, sel + 1))]
             with m.Else():
-                m.d.sync += [self.busy.eq(1), self.current.eq(sel), self.index.eq(self.index + 1)]
+                m.d.comb += [busy.eq(1), current.eq(sel), index.eq(self.index + 1)]
         with m.Elif(self.o.valid):
-            m.d.sync += [self.busy.eq(1), self.current.eq(sel)]
-
-        # --- FIFO pointers, counts and requests.
+            m.d.comb += [busy.eq(1), current.eq(sel)]
+        next_heads = [Signal.like(h, name=f"next_head{q}") for q, h in enumerate(self.heads)]
+        next_requests = [Signal.like(r, name=f"next_request{q}") for q, r in enumerate(self.requests)]
         for q in range(P):
             push = self.commit & (port == q)
             pop = self.pop & (sel == q)
             ask = drain & (port == q)
+            m.d.comb += [next_heads[q].eq(Mux(pop, Mux(self.heads[q] == C - 1, 0, self.heads[q] + 1), self.heads[q])),
+                         next_requests[q].eq(self.requests[q] + Mux(ask, granted, 0) - pop)]
             with m.If(push):
                 m.d.sync += self.tails[q].eq(Mux(self.tails[q] == C - 1, 0, self.tails[q] + 1))
-            with m.If(pop):
-                m.d.sync += self.heads[q].eq(Mux(self.heads[q] == C - 1, 0, self.heads[q] + 1))
-            m.d.sync += [self.counts[q].eq(self.counts[q] + push - pop),
-                         self.requests[q].eq(self.requests[q] + Mux(ask, granted, 0) - pop)]
+            m.d.sync += [self.heads[q].eq(next_heads[q]), self.counts[q].eq(self.counts[q] + push - pop),
+                         self.requests[q].eq(next_requests[q])]
+        m.d.sync += [self.busy.eq(busy), self.current.eq(current), self.index.eq(index), self.rr.eq(rr)]
+        _, next_chosen = choose(Array(next_requests), rr)
+        next_sel = Mux(busy, current, next_chosen)
+        m.d.comb += read.addr.eq(self.address(next_sel, Array(next_heads)[next_sel], index))
         m.d.comb += [self.stored[q].eq(self.counts[q]) for q in range(P)]
 
         # --- Counters.

@@ -34,6 +34,10 @@ class SpillCore(wiring.Component):
     arrival, which then waits (``d.ready`` low); an arrival that is spilled or dropped never waits
     for ``o``. In a cycle with both a drain and an arrival of the same flow, the arrival sees the
     flow count before the drain's decrement, so it is spilled behind the drained packet.
+
+    The spill FIFOs are SRAM with a registered read (block RAM on an FPGA): each head is read at the
+    address the head will have in the next cycle (written through when a handle is pushed there), so the
+    head is what a combinational read would show, with no added latency.
     """
 
     def __init__(self, params=None):
@@ -56,6 +60,11 @@ class SpillCore(wiring.Component):
         # State, public for the formal spec: spill FIFOs (ring buffers) and the flow table.
         self.entry = data.StructLayout({"handle": handle_bits, "length": 16, "flow": range(flows)})
         self.fifos = [memory.Memory(shape=self.entry, depth=capacity, init=[]) for _ in range(ports)]
+        # Each FIFO's head through a registered read (SRAM): its address is the next cycle's head, and a
+        # handle written to that address in this cycle is read through (a push into an empty FIFO); the
+        # heads' data, public for a design around the core, is what a combinational read of the heads shows.
+        self.writes = [fifo.write_port() for fifo in self.fifos]
+        self.head_reads = [fifo.read_port(transparent_for=(write,)) for fifo, write in zip(self.fifos, self.writes)]
         self.heads = [Signal(range(capacity), name=f"head{p}") for p in range(ports)]
         self.tails = [Signal(range(capacity), name=f"tail{p}") for p in range(ports)]
         self.counts = [Signal(range(capacity + 1), name=f"count{p}") for p in range(ports)]
@@ -78,12 +87,10 @@ class SpillCore(wiring.Component):
         port = arrival.port[:(P - 1).bit_length()]
         malformed = arrival.malformed | (arrival.port >= P)
 
-        heads_data = []
+        writes, reads = self.writes, self.head_reads
         for p, fifo in enumerate(self.fifos):
             m.submodules[f"fifo{p}"] = fifo
-            read = fifo.read_port(domain="comb")
-            m.d.comb += read.addr.eq(self.heads[p])
-            heads_data.append(read.data)
+        heads_data = [read.data for read in reads]
         counts = Array(self.counts)
         flow_count = Array(self.flow_count)
         window = self.window
@@ -124,8 +131,7 @@ class SpillCore(wiring.Component):
                              self.o.payload.length.eq(arrival.length), self.o.payload.spilled.eq(0)]
 
         # Spill FIFOs and flow table: push on a spill, pop on a drain (same port: count unchanged).
-        for p, fifo in enumerate(self.fifos):
-            write = fifo.write_port()
+        for p, write in enumerate(writes):
             push = self.spill & (port == p)
             pop = self.drain & (chosen == p)
             m.d.comb += [write.addr.eq(self.tails[p]), write.en.eq(push),
@@ -133,9 +139,9 @@ class SpillCore(wiring.Component):
                          write.data.flow.eq(arrival.flow)]
             with m.If(push):
                 m.d.sync += self.tails[p].eq(Mux(self.tails[p] == C - 1, 0, self.tails[p] + 1))
-            with m.If(pop):
-                m.d.sync += self.heads[p].eq(Mux(self.heads[p] == C - 1, 0, self.heads[p] + 1))
-            m.d.sync += self.counts[p].eq(self.counts[p] + push - pop)
+            next_head = Mux(pop, Mux(self.heads[p] == C - 1, 0, self.heads[p] + 1), self.heads[p])
+            m.d.comb += reads[p].addr.eq(next_head)
+            m.d.sync += [self.heads[p].eq(next_head), self.counts[p].eq(self.counts[p] + push - pop)]
         for f in range(self.flows):
             add = self.spill & (arrival.flow == f)
             remove = self.drain & (head.flow == f)

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.headers import SPILL_HEADER_BYTES
 from hdl.packet import packet_signature
-from hdl.readable_fifo import ReadableSyncFIFO
+from hdl.read_ahead_fifo import ReadAheadFIFO
 from hdl.spillway.arrival import parse_arrival
 from hdl.spillway.credit import CreditCore, verdict_layout
 from hdl.spillway.link import SEQ_BITS, Decapsulator, Encapsulator, header, link_layout
@@ -42,7 +42,8 @@ class SpillSwitch(wiring.Component):
     packet forwarded, encapsulated onto ``spill_o`` (DATA) or discarded; DRAIN requests on ``spill_o``
     at frame boundaries, only once the DATA frame they ask for has left; RETURN frames from ``spill_i``
     into ``return_slots`` slots of the return buffer, decapsulated and re-injected ahead of new packets,
-    in per-flow order.
+    in per-flow order. The ingress FIFOs (``ReadAheadFIFO``) and the return buffer are SRAM with a
+    registered read (block RAM on an FPGA), read at the next cycle's position: no latency added.
     """
 
     def __init__(self, params=None):
@@ -80,8 +81,8 @@ class SpillSwitch(wiring.Component):
         self.cell = cell
         self.entry = data.StructLayout({"verdict": verdict_layout(p.handle_bits, p.flows),
                                         "beats": range(p.buffer + 1)})
-        self.beat_fifo = ReadableSyncFIFO(width=cell.size, depth=p.buffer)
-        self.verdict_fifo = ReadableSyncFIFO(width=self.entry.size, depth=p.buffer)
+        self.beat_fifo = ReadAheadFIFO(width=cell.size, depth=p.buffer)
+        self.verdict_fifo = ReadAheadFIFO(width=self.entry.size, depth=p.buffer)
         # Ingress bookkeeping (public for the formal spec): beats of the arriving packet written, beats of the
         # head packet popped, and per port the spilled packets whose DATA frame has not been taken whole.
         self.wcount = Signal(range(p.buffer + 1), name="wcount")
@@ -150,15 +151,23 @@ class SpillSwitch(wiring.Component):
         committed = self.committed
         rd_slot, rd_index = self.rd_slot, self.rd_index
         ret_port, ret_flow, ret_seq = self.ret_port, Signal(SEQ_BITS), Signal(SEQ_BITS)
-        read = mem.read_port(domain="comb")
-        m.d.comb += [read.addr.eq(rd_slot * B + rd_index), dec.i.valid.eq(committed != 0),
+        # SRAM with a registered read: the address is the next cycle's read position, written through
+        # when the return link writes there in this cycle (what a combinational read would show then).
+        write_port = mem.write_port()
+        read = mem.read_port(transparent_for=(write_port,))
+        m.d.comb += [dec.i.valid.eq(committed != 0),
                      dec.i.payload.data.eq(read.data.data), dec.i.payload.keep.eq(read.data.keep),
                      dec.i.payload.last.eq(read.data.last), dec.i.payload.first.eq(rd_index == 0)]
         rd_last = dec.i.valid & dec.i.ready & read.data.last
+        next_slot, next_index = Signal.like(rd_slot), Signal.like(rd_index)
+        m.d.comb += [next_slot.eq(rd_slot), next_index.eq(rd_index)]
         with m.If(dec.i.valid & dec.i.ready):
-            m.d.sync += [rd_index.eq(Mux(read.data.last, 0, rd_index + 1))]
+            m.d.comb += next_index.eq(Mux(read.data.last, 0, rd_index + 1))
             with m.If(read.data.last):
-                m.d.sync += rd_slot.eq(Mux(rd_slot == S - 1, 0, rd_slot + 1))
+                m.d.comb += next_slot.eq(Mux(rd_slot == S - 1, 0, rd_slot + 1))
+        m.d.sync += [rd_slot.eq(next_slot), rd_index.eq(next_index)]
+        m.d.comb += read.addr.eq(next_slot * B + next_index)
+        with m.If(dec.i.valid & dec.i.ready):
             with m.If(rd_index == 0):
                 octets = [read.data.data[8 * k:8 * k + 8] for k in range(H)]
                 m.d.sync += [ret_port.eq(octets[SPILL_PORT_AT]),
@@ -227,7 +236,6 @@ class SpillSwitch(wiring.Component):
                 & (octets[SPILL_OP_AT] == SPILL_RETURN) & ~(rbeat.last & ~rbeat.keep[H]))
         m.d.comb += [core.ret_valid.eq(first), core.ret_port.eq(octets[SPILL_PORT_AT]), core.ret_bad.eq(~good)]
         ok = Mux(first, core.ret_ok, wr_ok)
-        write_port = mem.write_port()
         m.d.comb += [write_port.addr.eq(wr_slot * B + wr_index), write_port.en.eq(rx & ok & (wr_index < B)),
                      write_port.data.data.eq(rbeat.data), write_port.data.keep.eq(rbeat.keep),
                      write_port.data.last.eq(rbeat.last | (wr_index == B - 1))]

@@ -1,0 +1,73 @@
+"""The FPGA flow (``tools/fpga.py``, ``make fpga``): one small block through synthesis, place and route within
+the suite's budget, its report parsed and its Fmax against the goal; and ``make report`` and ``make fpga``
+seeing the same memories in every block. The full run over every block is ``make fpga``."""
+import pytest
+
+from tools import fpga, report
+
+pytestmark = pytest.mark.xdist_group("fpga")
+
+#: The block the suite places and routes: small, a memory, a clock well above the goal.
+SMALL = "packet_fifo"
+
+
+def test_flow_meets_goal(tmp_path, capsys):
+    fpga.main([SMALL, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    [row] = fpga.read_rows(tmp_path / "fpga.csv")
+    assert row["block"] == SMALL and float(row["fmax_mhz"]) >= fpga.GOAL, row
+    assert row["meets"] == "True" and int(row["stages"]) >= 1 and row["path_from"] and row["path_to"], row
+    assert int(row["lut4"]) > 0 and int(row["ffs"]) > 0, row
+    assert row["memories"] == "fifo.storage: distributed RAM", row
+    assert f"| {SMALL} | {float(row['fmax_mhz']):.1f} |" in out, out
+    assert not fpga.problems([row], fpga.settings())
+
+
+#: The blocks whose own design holds memories (the pipelines and Spillway's top hold those of their parts),
+#: and the EV selector, whose case table Yosys turns into a ROM.
+WITH_MEMORIES = ("packet_fifo", "spillway.node", "spillway.switch", "spillway.inswitch", "progress_regfile",
+                 "chunk_bitmap", "ev_selector")
+
+
+def _named(memories):
+    """Memory names, a ROM Yosys made of a case table (named by Yosys, differently in each flow) as ``ROM``."""
+    return sorted("ROM" if fpga.is_rom(memory) else memory for memory in memories)
+
+
+@pytest.mark.parametrize("name", WITH_MEMORIES)
+def test_report_and_fpga_agree_on_memories(name, tmp_path):
+    """The register arrays ``make report`` keeps as memories (SRAM) are the memories the FPGA flow maps to
+    RAM, by name, at the block's default parameters."""
+    (tmp_path / "report").mkdir()
+    _, generic = report.synthesised(name, out=tmp_path / "report")
+    fpga.synthesise(name, {}, tmp_path / "fpga", full=False)
+    assert _named(memory for memory, _, _ in generic) == _named(fpga.memories(tmp_path / "fpga"))
+    assert generic, f"{name} holds no memory: WITH_MEMORIES is stale"
+
+
+def test_combinational_read_refused(tmp_path):
+    """A memory read combinationally cannot be block RAM: without its entry in tools/fpga.toml the flow stops,
+    naming it (the progress register file's flow table)."""
+    with pytest.raises(ValueError, match="memory (flows|rows|settings) has no block RAM mapping"):
+        fpga.synthesise("progress_regfile", {}, tmp_path, distributed=())
+
+
+def test_problems():
+    row = {"block": "b", "fmax_mhz": "90.0", "goal_mhz": "125.0", "meets": "False",
+           "memories": "mem: block RAM; fifo: distributed RAM; $auto$proc_rom.cc:155:do_switch$7: logic"}
+    assert fpga.problems([row], {}) == ["b: 90.0 MHz < 125.0 MHz and no reason in tools/fpga.toml",
+                                        "b: memory fifo mapped to distributed RAM, not block RAM"]
+    assert fpga.problems([row], {"b": {"reason": "why", "fmax": 91.0, "distributed": {"fifo": "why"}}}) == []
+    assert fpga.problems([row], {"b": {"reason": "why", "fmax": 70.0, "distributed": {"fifo": "why"}}}) == [
+        "b: 90.0 MHz, but its reason in tools/fpga.toml was written at 70.0 MHz: read it again and give the new figure"]
+
+
+def test_names_and_mapping():
+    assert fpga.cell_name("block.count_TRELLIS_FF_Q") == "count"
+    assert fpga.cell_name("i__payload$16_TRELLIS_FF_Q_522") == "port i__payload"
+    assert fpga.cell_name("block.fifo.storage.0.72$DPRAM_COMB3") == "fifo.storage.0.72"
+    assert fpga.cell_name("block.credits_TRELLIS_FF_Q_5_DI_CCU2C_S1_LUT4_D_Z_TRELLIS_FF_DI") == "credits"
+    log = ("mapping memory top.block.mem via $__DP16KD_\nmapping memory top.block.wide via $__PDPW16KD_\n"
+           "mapping memory top.block.fifo via $__TRELLIS_DPR16X4_\nusing FF mapping for memory top.block.rom\n")
+    assert fpga.memory_mapping(log) == {"mem": "block RAM", "wide": "block RAM", "fifo": "distributed RAM",
+                                        "rom": "logic"}
