@@ -35,7 +35,7 @@ def new_block_gets_every_service():
     for engine in ("verilator-cpp", "cocotb-checked"):
         assert re.search(rf"^{NAME}\s+{engine}\s+2000\s", out, re.M), out
     out, _ = sh(f"make mutants BLOCK={NAME} N=2")
-    assert re.search(rf"mutants: {NAME}: 2 mutants, \d+ invalid", out), out
+    assert re.search(rf"mutants: {NAME}: 2 mutants: invalid \d+", out), out
     out, _ = sh(f"make verilog BLOCKS={NAME}")
     assert f"build/verilog/{NAME}.v" in out, out
     out, _ = sh(f"make report BLOCKS={NAME}")

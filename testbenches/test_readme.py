@@ -333,7 +333,7 @@ def _regress_cluster(sh):
 
 def _mutants_cluster(sh):
     out, _ = sh("make mutants BLOCK=spillway.link CLUSTER=local MUTANT_ARGS='--id 42 --no-baseline'")
-    assert "mutants: 1 units on 2 workers" in out and "1 invalid" in out, out
+    assert "mutants: 1 units on 2 workers" in out and "1 mutants: invalid 1" in out, out
 
 
 def _sweep(sh):
