@@ -488,11 +488,11 @@ AGG_EDGES = (wire.INT32_MAX, wire.INT32_MAX - 1, -wire.INT32_MAX, wire.INT32_MIN
 AGG_EPISODES = 60
 
 
-#: The kinds of packet that are no valid contribution (``_agg_junk``).
+#: The kinds of packet that are no valid contribution (``aggregator_junk``).
 AGG_JUNK_KINDS = 9
 
 
-def _agg_junk(rng, values, kind, slots=1):
+def aggregator_junk(rng, values, kind, slots=1):
     """Not a valid contribution: other traffic, truncated, oversized, a bad fan-in or bitmap, a reserved flag,
     a pool index past the ``slots``, an INA packet's bytes as another EtherType or another IP protocol."""
     if kind == 6:
@@ -580,7 +580,7 @@ def aggregator(component, rng):
                 out += items(ina_packet(0, js, rnd["index"], [0] * V, fanin=rnd["fanin"], ack=1,
                                         overflow=int(rng.random() < 0.3), resend=int(rng.random() < 0.3)), 0)
             if rng.random() < AGG_JUNK:
-                out += items(_agg_junk(rng, V, rng.randrange(AGG_JUNK_KINDS), P), rng.randrange(W + 1))
+                out += items(aggregator_junk(rng, V, rng.randrange(AGG_JUNK_KINDS), P), rng.randrange(W + 1))
         for rnd, w in lost:
             out += items(contribution(rnd, w, **({} if switchml else {"resend": 1})), 1 + w)
         if not switchml:
@@ -589,7 +589,7 @@ def aggregator(component, rng):
                                         bitmap=(1 << rnd["fanin"]) - 1), 0)
         return out
     episodes, turn = [produce() for _ in range(AGG_EPISODES)], [0]
-    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(_agg_junk(rng, V, kind, P), 1)]
+    episodes[0] += [beat for kind in range(AGG_JUNK_KINDS) for beat in items(aggregator_junk(rng, V, kind, P), 1)]
 
     def again():
         turn[0] += 1

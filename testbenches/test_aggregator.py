@@ -24,6 +24,7 @@ from models.aggregator import COUNTERS as MODEL_COUNTERS
 from models.headers import INA, IP, Ether, ina_packet, roce_packet
 from models.wire import INA_SET_BIT
 from testbenches import runner, tb
+from testbenches.soak_traffic import aggregator_junk
 
 PS_PORT, MCAST_PORT = 0, 255
 #: Liveness bound (cycles) while waiting for the RTL to produce what the model expects.
@@ -336,17 +337,9 @@ def interleave(rng, rounds):
 
 
 def junk(rng, values):
-    """A packet that is not a valid contribution: other traffic, truncated, oversized or bad header."""
-    kind = rng.randrange(5)
-    if kind == 0:
-        return roce_packet(qp=rng.randrange(1 << 24), payload=rng.randbytes(rng.randrange(300)))
-    if kind == 1:
-        return bytes(ina_packet(0, 1, 0, [1] * values))[:rng.randrange(30, 55 + 4 * values)]
-    if kind == 2:
-        return ina_packet(0, 1, 0, [1] * (values + rng.randrange(1, 40)))
-    if kind == 3:
-        return ina_packet(0, 1, 0, [1] * values, fanin=rng.choice([0, 1, 33]))
-    return ina_packet(0, 1, 0, [1] * values, bitmap=rng.choice([0, 3, 1 << 31]))
+    """A packet that is not a valid contribution: other traffic, truncated, oversized or bad header (the
+    soak's first five kinds)."""
+    return aggregator_junk(rng, values, rng.randrange(5))
 
 
 async def atp_traffic(t, rng, rounds, loss=0.1, resend=0.1, overflow=0.05, dup=0.1, acks=0.05, junk_rate=0.03):
