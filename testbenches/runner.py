@@ -103,7 +103,27 @@ def verilator_env():
 def emit_verilog(component, path, name="top", src=False):
     """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed); ``src`` keeps
     Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them)."""
-    text = verilog.convert(component, name=name, emit_src=src)
+    _write_verilog(verilog.convert(component, name=name, emit_src=src), path)
+
+
+def emit_schemata(make, path, src=False):
+    """Write the component ``make()`` builds, its mutant schemata's sites run-time choices on a signal
+    ``tools.schemata.DRIVER`` drives (every mutant in one build), as Verilog module ``top`` to ``path``;
+    returns what the elaboration saw of each mutant (``tools.schemata.outcomes``)."""
+    from amaranth.hdl import Fragment, Value
+
+    from tools import schemata
+    schemata.clear()
+    with schemata.sharing() as select:
+        component = make()
+        fragment = Fragment.get(component, None)
+        fragment.add_subfragment(Fragment.get(schemata.driver(select), None), schemata.DRIVER)
+        ports = [Value.cast(value) for _, _, value in component.signature.flatten(component)]
+        _write_verilog(verilog.convert_fragment(fragment, ports, "top", emit_src=src)[0], path)
+    return schemata.outcomes()
+
+
+def _write_verilog(text, path):
     # Yosys's `\$auto$verilog_backend.cc:2355:dump_module$1`: GTKWave rejects a VCD holding ':' in a name
     text = re.sub(r"\\\$auto\$verilog_backend\.cc:(\d+):(\w+)\$", r"\\$auto$verilog_backend_cc_\1_\2$", text)
     if not path.exists() or path.read_text() != text:
@@ -155,6 +175,34 @@ def _design_stamp(component_cls, params, src):
     for f in files:
         digest.update(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}\0".encode() + f.read_bytes())
     return digest.hexdigest()
+
+
+def _build_of(build_dir, make, stamp, cover):
+    """(build directory, extra source files, plusargs) of a test build. In a mutant schemata tree run for one
+    mutant (``INNET_MUTANT``, tools/schemata.py) every mutant shares one build, ``<build_dir>-schemata``
+    (its sites run-time choices, the value given to the simulator); a mutant static in it (an elaboration-time
+    site) gets a build of its own, ``<build_dir>-mutant<value>``, elaborated as that mutant."""
+    from tools.schemata import DRIVER, DRIVER_VERILOG, MUTANT
+    value = os.environ.get(MUTANT)
+    if value is None:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        return build_dir, {}, []
+    shared = build_dir.with_name(build_dir.name + "-schemata")
+    shared.mkdir(parents=True, exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stamp_file, seen_file = shared / "design.sha256", shared / "outcomes.json"
+        if not stamp_file.exists() or stamp_file.read_text() != stamp or not seen_file.exists():
+            stamp_file.unlink(missing_ok=True)
+            seen = emit_schemata(make, shared / "top.v", src=cover)
+            seen_file.write_text(json.dumps({n: sorted(outcome) for n, outcome in seen.items()}))
+            stamp_file.write_text(stamp)
+        seen = json.loads(seen_file.read_text())
+    if "static" in seen.get(str(int(value) - 1), ()):
+        own = build_dir.with_name(f"{build_dir.name}-mutant{value}")
+        own.mkdir(parents=True, exist_ok=True)
+        return own, {}, []
+    return shared, {f"{DRIVER}.v": DRIVER_VERILOG}, [f"+{MUTANT}={value}"]
 
 
 def _tag(params):
@@ -313,7 +361,7 @@ def runs_dir(build_dir):
     return Path(runs) / build_dir.relative_to(BUILD) if runs else build_dir
 
 
-def _run_batch(runner, build_dir, runs, test_module, tests, env):
+def _run_batch(runner, build_dir, runs, test_module, tests, env, plusargs):
     """Run ``tests`` of ``test_module`` in one simulation, once per pytest session (a file lock and
     the session's token keep xdist workers from running a batch twice); the runs' directories under ``runs``."""
     token = os.environ["INNET_SESSION"]
@@ -333,7 +381,7 @@ def _run_batch(runner, build_dir, runs, test_module, tests, env):
         try:
             runner.test(
                 test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, tests),
-                build_dir=build_dir, test_dir=batch_dir, extra_env={**env, "INNET_BATCH": "1"},
+                build_dir=build_dir, test_dir=batch_dir, extra_env={**env, "INNET_BATCH": "1"}, plusargs=plusargs,
                 timescale=("1ns", "1ps"), results_xml=str(batch_dir / "results.xml"), log_file=batch_dir / "sim.log")
         except SystemExit:
             pass  # a failing test: each test's result says which
@@ -366,8 +414,10 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     block = block or block_of(test_module)
     kind = waves()
     cover = coverage()
-    build_dir = BUILD / block / (_tag(params) + (f"-{kind}" if kind else "") + ("-cov" if cover else ""))
-    build_dir.mkdir(parents=True, exist_ok=True)
+    make = (lambda: component_cls(params)) if hasattr(params, "as_dict") else (lambda: component_cls(**params))
+    stamp = _design_stamp(component_cls, params, cover)
+    build_dir, files, plusargs = _build_of(BUILD / block / (_tag(params) + (f"-{kind}" if kind else "")
+                                                           + ("-cov" if cover else "")), make, stamp, cover)
     runs = runs_dir(build_dir)
     test_dir = runs / testcase
     test_dir.mkdir(parents=True, exist_ok=True)
@@ -381,7 +431,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     extra = getattr(component_cls, "VERILATOR", None) or {}
     build_args = build_args + list(extra.get("args", ()))
     sources = []
-    for name, text in extra.get("files", {}).items():
+    for name, text in {**extra.get("files", {}), **files}.items():
         sources.append(build_dir / name)
         if not sources[-1].exists() or sources[-1].read_text() != text:
             sources[-1].write_text(text)
@@ -391,11 +441,9 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source, stamp_file = build_dir / "top.v", build_dir / "design.sha256"
-        stamp = _design_stamp(component_cls, params, cover)
         if not source.exists() or not stamp_file.exists() or stamp_file.read_text() != stamp:
             stamp_file.unlink(missing_ok=True)
-            emit_verilog(component_cls(params) if hasattr(params, "as_dict") else component_cls(**params), source,
-                         src=cover)
+            emit_verilog(make(), source, src=cover)
             (build_dir / "params.json").write_text(_encode(params))
             stamp_file.write_text(stamp)
         runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
@@ -414,7 +462,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     log = test_dir / "sim.log"
     wave = test_dir / f"dump.{kind}" if kind else None
     if batched:
-        _run_batch(runner, build_dir, runs, test_module, batch, {**env, "INNET_RUN_DIR": str(runs)})
+        _run_batch(runner, build_dir, runs, test_module, batch, {**env, "INNET_RUN_DIR": str(runs)}, plusargs)
     alone = not (batched and _passed(results, testcase))  # a batch's failure is decided by a run alone
     if alone:
         if batched and log.exists():
@@ -425,7 +473,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
             runner.test(
                 test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
                 build_dir=build_dir,
-                test_dir=test_dir, waves=bool(kind), extra_env=env, timescale=("1ns", "1ps"),
+                test_dir=test_dir, waves=bool(kind), extra_env=env, plusargs=plusargs, timescale=("1ns", "1ps"),
                 results_xml=str(results), log_file=log)
         except SystemExit:
             pass  # cocotb exits non-zero on a failing test; the results file says what happened

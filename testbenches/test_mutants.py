@@ -326,3 +326,31 @@ def test_run_mutant(tmp_path):
     assert row["id"] == 37 and row["screen"] == "killed" and _fate(row, {}) == "screening", row
     assert row["reason"].startswith("spillway.link: checked: "), row
     assert not (tmp_path / "spillway.link.csv").exists(), "the row is the caller's to merge"
+
+
+def test_testbench_stage_shares_one_build(tmp_path):
+    """The testbench stage runs each mutant in the block's schemata tree (``INNET_MUTANT``): the design and a
+    run-time mutant share one Verilator build, the simulator given the mutant (the delay line's input ready
+    inverted, #38, fails its cocotb test, the design passes it, the build untouched between them); a Python
+    simulation builds the AST mutant itself (the encapsulator's last beat ORed, #5, fails its pysim test)."""
+    from tools import schemata
+    from tools.mutants import Sources, _pytest, copy_tree
+    b = block("spillway.link")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    assert "self.i.ready.eq((self.pause))" in mutants[38].describe(sources.text)[1]
+    assert "out.last.eq((beat.last | ~spills))" in mutants[5].describe(sources.text)[1]
+    tree = tmp_path / "schemata"
+    copy_tree(tree)
+    schemata.write(sources, mutants, tree)
+    cocotb_test = ["testbenches/spillway/test_link.py::test_link[l1-random_frames]"]
+    assert _pytest(tree, cocotb_test, 1, 0, 900, 0) == "pass"
+    builds = sorted(p.name for p in (tree / "build" / "spillway.link").iterdir())
+    assert len(builds) == 1 and builds[0].endswith("-schemata"), builds
+    design = tree / "build" / "spillway.link" / builds[0] / "Vtop__ALL.o"
+    built = design.stat().st_mtime_ns
+    assert _pytest(tree, cocotb_test, 1, 0, 900, 38 + 1) == "fail"
+    assert design.stat().st_mtime_ns == built, "the mutant ran on the design's build"
+    pysim_test = ["testbenches/spillway/test_link.py::test_encapsulator[64]"]
+    assert _pytest(tree, pysim_test, 1, 0, 900, 0) == "pass"
+    assert _pytest(tree, pysim_test, 1, 0, 900, 5 + 1) == "fail"

@@ -229,8 +229,9 @@ def sim_tests(b):
     return [b.testbench(), *b.tests, f"testbenches/test_soak.py::test_soak[{b.name}-soak]"]
 
 
-def _pytest(tree, paths, seed, jobs, timeout):
-    """Run the tests ``paths`` in ``tree`` stopping at the first failure: "pass", "fail" or "timeout";
+def _pytest(tree, paths, seed, jobs, timeout, mutant=None):
+    """Run the tests ``paths`` in ``tree`` (a schemata tree: on ``mutant``, its mutant-select value, ``n + 1``
+    for mutant ``n``, 0 for the design) stopping at the first failure: "pass", "fail" or "timeout";
     ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error, a
     module that does not import).
 
@@ -242,8 +243,9 @@ def _pytest(tree, paths, seed, jobs, timeout):
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
                    *paths, *(["-n", str(jobs)] if jobs else [])]
         # its own process group: a timeout kills the simulators pytest started too, not pytest alone
-        with subprocess.Popen(command, cwd=tree, env=dict(os.environ, INNET_SEED=str(seed)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True) as process:
+        env = dict(os.environ, INNET_SEED=str(seed), **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
+        with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True) as process:
             try:
                 output, _ = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -268,10 +270,12 @@ def _failed(junit):
                or any(e.get("message") != "collection failure" for e in case.findall("error")) for case in cases)
 
 
-def valid(tree, name):
-    """Whether the (mutated) block in ``tree`` elaborates and converts to Verilog."""
+def valid(tree, name, mutant):
+    """Whether the block in the schemata ``tree``, as ``mutant`` (its mutant-select value), elaborates and converts
+    to RTLIL."""
     code = f"from amaranth.back import rtlil; from registry import block; rtlil.convert(block({name!r}).build())"
-    return subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True).returncode == 0
+    return subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True,
+                          env=dict(os.environ, **{schemata.MUTANT: str(mutant)})).returncode == 0
 
 
 def parser():
@@ -299,6 +303,8 @@ def parser():
                              "no xdist)")
     parser.add_argument("--packets", type=integer(1), default=PACKETS, help=f"screening packets ({PACKETS})")
     parser.add_argument("--depth", type=integer(1), default=DEPTH, help=f"the miter's bounded depth ({DEPTH})")
+    parser.add_argument("--miter-timeout", type=integer(1), default=campaign.MITER,
+                        help=f"seconds a miter may take; past them the mutant survives ({campaign.MITER})")
     parser.add_argument("--no-screen", action="store_true", help="no screening: every mutant runs the testbenches")
     parser.add_argument("--no-formal", action="store_true", help="no proofs")
     parser.add_argument("--no-miter", action="store_true", help="no equivalence miter")
@@ -411,13 +417,12 @@ def decide(plans, args, progress):
     survivors, the miter of what is left."""
     jobs = max(1, args.jobs)
     verdicts = {p.block.name: {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants} for p in plans}
+    for p in plans:
+        copy_tree(OUT / p.block.name / "schemata")
+        schemata.write(p.sources, p.every, OUT / p.block.name / "schemata")
     if not args.no_screen:
-        screenings = []
-        for p in plans:
-            tree = OUT / p.block.name / "schemata"
-            copy_tree(tree)
-            schemata.write(p.sources, p.every, tree)
-            screenings.append(campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed))
+        screenings = [campaign.Screening(p.block, OUT / p.block.name / "schemata", [m.id for m in p.mutants],
+                                         args.packets, args.seed) for p in plans]
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(lambda s: s.run(progress), screenings))
             tasks = [(s, n) for s in screenings for n in s.statics()]
@@ -435,7 +440,7 @@ def decide(plans, args, progress):
         with ThreadPoolExecutor(jobs) as pool:
             for (p, row), (verdict, detail) in zip(left, pool.map(lambda t: campaign.miter(
                     t[0].block, OUT / t[0].block.name / "schemata", t[1]["id"],
-                    verdicts[t[0].block.name][t[1]["id"]]["place"], args.depth), left)):
+                    verdicts[t[0].block.name][t[1]["id"]]["place"], args.depth, args.miter_timeout), left)):
                 row["miter"], row["reason"] = verdict, detail
                 progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
     return rows
@@ -443,41 +448,37 @@ def decide(plans, args, progress):
 
 def testbenches(p, verdicts, args, progress):
     """Today's stage: the mutants of plan ``p`` that screening let pass (all with ``--no-screen``) run the
-    block's simulations and proofs, each an AST mutant in a copy of the repository, each stopping at
-    the first failure; returns every mutant's row."""
+    block's simulations and proofs in its schemata tree, each stopping at the first failure; returns every
+    mutant's row. A run for mutant ``n`` has ``INNET_MUTANT=n + 1`` (tools/schemata.py): its cocotb tests
+    share one Verilator build per parameter set with every other mutant and the unmutated baseline (the
+    simulator is given the mutant), every other elaboration (proofs, Python simulation) builds the AST
+    mutant itself."""
     b, sources = p.block, p.sources
     source, rank = sources.text, _ranks(sources.text, p.every)
     going = [m for m in p.mutants if verdicts[m.id]["screen"] in ("pass", "-")]
-    tree = OUT / b.name / "tree"
+    tree = OUT / b.name / "schemata"
     sims, proofs = sim_tests(b), [b.proofs()]
     formal = b.formal and not args.no_formal
-    if going:
-        copy_tree(tree)
-        if not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT) != "pass" or (
-                formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT) != "pass")):
-            raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
+    if going and not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT, 0) != "pass" or (
+            formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT, 0) != "pass")):
+        raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
     rows = []
-    try:
-        for m in p.mutants:
-            before, after = m.describe(source)
-            verdict = verdicts[m.id]
-            row = dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], screen=verdict["screen"],
-                       sim="-", formal="-", miter="-", before=before, after=after, reason=verdict["reason"])
-            rows.append(row)
-            if m not in going:
-                continue
-            sources.write(tree, m.apply(source))
-            if not valid(tree, b.name):
-                row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
-            else:
-                row["sim"] = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT)
-                if formal and row["sim"] not in KILLED:
-                    row["formal"] = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT)
-            progress({(b.name, m.id)} if _fate(row, {}) != "survivor" else (),
-                     f"{b.name} #{m.id} {m.operator} {sources.where(m.line)}: sim {row['sim']}, formal {row['formal']}")
-    finally:
-        if going:
-            sources.write(tree, source)
+    for m in p.mutants:
+        before, after = m.describe(source)
+        verdict = verdicts[m.id]
+        row = dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], screen=verdict["screen"],
+                   sim="-", formal="-", miter="-", before=before, after=after, reason=verdict["reason"])
+        rows.append(row)
+        if m not in going:
+            continue
+        if not valid(tree, b.name, m.id + 1):
+            row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
+        else:
+            row["sim"] = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT, m.id + 1)
+            if formal and row["sim"] not in KILLED:
+                row["formal"] = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT, m.id + 1)
+        progress({(b.name, m.id)} if _fate(row, {}) != "survivor" else (),
+                 f"{b.name} #{m.id} {m.operator} {sources.where(m.line)}: sim {row['sim']}, formal {row['formal']}")
     return rows
 
 

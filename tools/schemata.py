@@ -26,23 +26,47 @@ which every comparison, arithmetic operation and assignment sees unchanged.
 """
 import ast
 import contextlib
+import os
 
-from amaranth.hdl import Module, Mux, Signal, Value, ValueCastable
+from amaranth.hdl import Instance, Module, Mux, Signal, Value, ValueCastable
 
-__all__ = ["WIDTH", "ORIGINAL", "select", "selecting", "forcing", "site", "unless", "static", "outcomes", "clear",
-           "rewrite", "write"]
+__all__ = ["WIDTH", "ORIGINAL", "MUTANT", "DRIVER", "DRIVER_VERILOG", "select", "selecting", "forcing", "sharing",
+           "driver", "site", "unless", "static", "outcomes", "clear", "rewrite", "write"]
 
 #: Bits of the mutant-select signal (mutant ``n`` is ``n + 1``; 0 is the design).
 WIDTH = 16
 #: The name the rewritten sources import this module as.
 NAME = "__schemata__"
 
+#: The environment variable that makes a schemata tree build one mutant: its mutant-select value (``n + 1``
+#: for mutant ``n``, 0 for the design). Every elaboration in the tree then builds it as ``forcing`` does,
+#: except the cocotb runner's (testbenches/runner.py), which builds the schemata once (``sharing``) and
+#: gives the simulator the value (``+INNET_MUTANT=<value>``, read by ``DRIVER``).
+MUTANT = "INNET_MUTANT"
+ORIGINAL = -1
+
+
+def _from_environment():
+    value = os.environ.get(MUTANT)
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) >= 1 << WIDTH:
+        raise ValueError(f"{MUTANT}={value!r}: a mutant-select value, 0 (the design) to {(1 << WIDTH) - 1}")
+    return int(value) - 1
+
+
 _select = None
 _seen = {}
 _holders = {}
 #: Elaborate one mutant as its AST mutant would (``forcing``): its id, or ``ORIGINAL`` for the design.
-_forced = None
-ORIGINAL = -1
+_forced = _from_environment()
+
+#: The Verilog module that drives the mutant-select signal in a simulation: ``+INNET_MUTANT=<value>``, else 0.
+DRIVER = "innet_mutsel"
+DRIVER_VERILOG = f"""module {DRIVER}(output reg [{WIDTH - 1}:0] value);
+  initial if (!$value$plusargs("{MUTANT}=%d", value)) value = {WIDTH}'d0;
+endmodule
+"""
 
 
 def select():
@@ -75,6 +99,25 @@ def forcing(n):
         yield
     finally:
         _forced = before
+
+
+@contextlib.contextmanager
+def sharing():
+    """Sites elaborated inside are run-time choices on a fresh mutant-select signal (yielded), whatever
+    ``MUTANT`` forces: one build for every mutant (``driver`` drives the signal in a simulation);
+    ``outcomes()`` then tells which mutants are static in it (they need a build of their own)."""
+    global _forced, _select
+    before = _forced, _select
+    _forced, _select = None, Signal(WIDTH, name="mutsel")
+    try:
+        yield _select
+    finally:
+        _forced, _select = before
+
+
+def driver(signal):
+    """An instance of ``DRIVER`` (its source: ``DRIVER_VERILOG``) driving ``signal``."""
+    return Instance(DRIVER, o_value=signal)
 
 
 def _note(n, outcome):
