@@ -7,7 +7,8 @@ the EV expander), then ``nextpnr-ecp5 --85k --speed 8 --out-of-context --freq 12
 Fmax, the critical path (its start and end register, its logic stages), the block's resources (its
 LUT4s, a CCU2C carry cell counting as two; its flip-flops, the port registers apart; DP16KD block RAM;
 TRELLIS_DPR16X4 distributed RAM; MULT18X18D and ALU54B DSP) and how Yosys mapped each of its memories.
-The table is printed, ``build/fpga/fpga.csv`` written (after each block), ``--docs`` puts it into
+The table is printed, ``build/fpga/fpga.csv`` written (after each block; a run of some blocks keeps the
+other blocks' rows of the CSV, so ``make fpga BLOCKS=...`` after a change refreshes their rows), ``--docs`` puts it into
 ``docs/verification.md``. A block below the goal needs its reason, with the figure it was measured at,
 in ``tools/fpga.toml``; without one the run fails, as it fails when a memory (SRAM, an
 ``amaranth.lib.memory.Memory``) is not mapped to block RAM.
@@ -263,18 +264,20 @@ def main(argv=None):
         for name in names:
             block(name)              # KeyError naming the known blocks, before any work
         csv_path = args.out / "fpga.csv"
-        previous = {r["block"]: float(r["seconds"]) for r in read_rows(csv_path)} if csv_path.exists() else {}
-        rows, seconds, begin = [], [], time.perf_counter()
+        kept = {r["block"]: r for r in read_rows(csv_path)} if csv_path.exists() else {}
+        previous = {name: float(r["seconds"]) for name, r in kept.items()}
+        seconds, begin = [], time.perf_counter()
         for i, name in enumerate(names):
             left = _eta(names, i, seconds, previous)
             print(f"[{i + 1}/{len(names)}] {name} ... (elapsed {_clock(time.perf_counter() - begin)}, "
                   f"ETA {_clock(left)})", end="", file=sys.stderr, flush=True)
-            row = measure(name, args.out / name, known.get(name), speed=args.speed)
-            rows.append(row)
+            kept[name] = row = measure(name, args.out / name, known.get(name), speed=args.speed)
             seconds.append(row["seconds"])
             print(f" {row['fmax_mhz']} MHz, {row['seconds']} s", file=sys.stderr, flush=True)
+            rows = [kept[n] for n in BLOCKS if n in kept]      # the other blocks' rows of the CSV are kept
             _write(rows, csv_path)
-        print(f"written {csv_path} ({_clock(time.perf_counter() - begin)})")
+        print(f"written {csv_path} ({_clock(time.perf_counter() - begin)}; the rows of {len(names)} blocks, "
+              f"{len(rows) - len(names)} kept from its last runs)")
     print(markdown(rows, known))
     if args.docs:
         sections.rewrite(DOCS, "fpga", markdown(rows, known))
