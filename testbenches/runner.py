@@ -438,6 +438,8 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     sources = sorted(sources, key=lambda f: f.suffix == ".v") + [build_dir / "top.v"]  # the last one names the language
     runner, runtime = _verilator_runner(build_args + [f"trace={kind}"], public_flat=extra.get("public_flat", True),
                                         make=os.environ.get("INNET_MAKE", MAKE).split())
+    # The build lock: exclusive while building, shared while this run executes the simulator (a build relinks it:
+    # another xdist worker exec-ing it then would get "Permission denied").
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source, stamp_file = build_dir / "top.v", build_dir / "design.sha256"
@@ -449,34 +451,35 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
                      waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
         _keep_runtime(build_dir, runtime)
+        fcntl.flock(lock, fcntl.LOCK_SH)
 
-    seed = traffic_seed() if seed is None else seed
-    extra_env, env = env, {
-        "INNET_PARAMS": _encode(params),
-        "INNET_RUN_DIR": str(test_dir),
-        "COCOTB_RANDOM_SEED": str(seed),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    env.update(extra_env or {})
-    results = test_dir / "results.xml"
-    log = test_dir / "sim.log"
-    wave = test_dir / f"dump.{kind}" if kind else None
-    if batched:
-        _run_batch(runner, build_dir, runs, test_module, batch, {**env, "INNET_RUN_DIR": str(runs)}, plusargs)
-    alone = not (batched and _passed(results, testcase))  # a batch's failure is decided by a run alone
-    if alone:
-        if batched and log.exists():
-            log.rename(test_dir / "batch.log")
-        for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst", "dump.gtkw"):
-            (test_dir / stale).unlink(missing_ok=True)
-        try:
-            runner.test(
-                test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
-                build_dir=build_dir,
-                test_dir=test_dir, waves=bool(kind), extra_env=env, plusargs=plusargs, timescale=("1ns", "1ps"),
-                results_xml=str(results), log_file=log)
-        except SystemExit:
-            pass  # cocotb exits non-zero on a failing test; the results file says what happened
+        seed = traffic_seed() if seed is None else seed
+        extra_env, env = env, {
+            "INNET_PARAMS": _encode(params),
+            "INNET_RUN_DIR": str(test_dir),
+            "COCOTB_RANDOM_SEED": str(seed),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        }
+        env.update(extra_env or {})
+        results = test_dir / "results.xml"
+        log = test_dir / "sim.log"
+        wave = test_dir / f"dump.{kind}" if kind else None
+        if batched:
+            _run_batch(runner, build_dir, runs, test_module, batch, {**env, "INNET_RUN_DIR": str(runs)}, plusargs)
+        alone = not (batched and _passed(results, testcase))  # a batch's failure is decided by a run alone
+        if alone:
+            if batched and log.exists():
+                log.rename(test_dir / "batch.log")
+            for stale in ("summary.json", "results.xml", "dump.vcd", "dump.fst", "dump.gtkw"):
+                (test_dir / stale).unlink(missing_ok=True)
+            try:
+                runner.test(
+                    test_module=test_module, hdl_toplevel="top", test_filter=_exactly(test_module, [testcase]),
+                    build_dir=build_dir,
+                    test_dir=test_dir, waves=bool(kind), extra_env=env, plusargs=plusargs, timescale=("1ns", "1ps"),
+                    results_xml=str(results), log_file=log)
+            except SystemExit:
+                pass  # cocotb exits non-zero on a failing test; the results file says what happened
     total, failed = get_results(results) if results.exists() else (0, 0)
     if wave and wave.exists():
         from tools import gtkw
