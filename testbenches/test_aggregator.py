@@ -887,8 +887,9 @@ async def reset_mid_traffic(dut):
 
 PARAMS = {policy: AggregatorParams(policy=policy, slots=4, workers=4, values=8, data_bytes=128, ps_port=PS_PORT,
                                    mcast_port=MCAST_PORT) for policy in ("atp", "switchml", "esa")}
-#: ESA with a tiny pool on a 64-byte bus: 2 slots, 3 workers, 1 value.
-PARAMS["small"] = AggregatorParams(policy="esa", slots=2, workers=3, values=1, data_bytes=64, ps_port=PS_PORT,
+#: ESA with a tiny pool on a bus exactly one INA packet wide (55 header bytes + 1 value: 59 bytes, no byte
+#: after the packet's last to check): 2 slots, 3 workers.
+PARAMS["small"] = AggregatorParams(policy="esa", slots=2, workers=3, values=1, data_bytes=59, ps_port=PS_PORT,
                                    mcast_port=MCAST_PORT)
 #: Parsing is shared by the policies: run once, under ESA.
 SHARED = ("malformed",)
