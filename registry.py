@@ -40,6 +40,7 @@ from models.packet_fifo import PacketFifoModel, PacketFifoParams
 from models.pipeline import PipelineModel, PipelineParams
 from models.pipeline_inswitch import InSwitchPipelineModel, InSwitchPipelineParams
 from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
+from models.spillway.credit import CREDIT_COUNTERS
 from models.spillway.inswitch import InSwitchModel
 from models.spillway.link import DelayLineModel
 from models.spillway.node import SpillNodeModel
@@ -149,7 +150,9 @@ BLOCKS = {b.name: b for b in [
     Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
           "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
           doc="docs/blocks/spillway.md", tests=("testbenches/spillway/test_top.py",),
-          parts=("hdl/spillway/credit.py", "hdl/spillway/arrival.py")),
+          parts=("hdl/spillway/credit.py", "hdl/spillway/arrival.py"), traffic=soak_traffic.spill_switch,
+          # by chance (the queue depths' random walk decides spills and drains), within 3000 packets under 12 seeds
+          reached=dict.fromkeys(CREDIT_COUNTERS, 3000)),
     Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
           doc="docs/blocks/spillway.md",

@@ -30,7 +30,7 @@ from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
 __all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
-           "bounded_loss_tracker", "AGEING", "EV_PHASE"]
+           "bounded_loss_tracker", "spill_switch", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -748,4 +748,81 @@ def bounded_loss_tracker(component, rng):
             out.append(row() if rng.random() < 0.8 else {"cmd": {"phase": rng.randrange(p.phases), "tau": 256,
                                                                   "deadline": 0}})
         return out
+    return _exact(produce)
+
+
+# --- Spillway switch side -----------------------------------------------------------------------------
+
+#: Shares of the switch side's packets: multi-beat (at most ``mtu``), longer than ``mtu`` (a spill of one is
+#: ``spill_oversize``), longer than the ingress FIFO (its tail discarded: ``malformed``), malformed, to a
+#: port past ``ports``; and the RETURN frames on the return link per packet.
+SPILL_LONG, SPILL_OVER_MTU, SPILL_GIANT, SPILL_MALFORMED, SPILL_BAD_PORT = 0.2, 0.05, 0.01, 0.03, 0.02
+SPILL_RETURNS = 0.4
+
+
+def spill_switch(component, rng):
+    """Packets of every egress port and size, with the return link driven as a spill node would, open loop.
+
+    Each port's packets are one flow (its own 5-tuple: a RETURN frame of port ``q`` carries that flow, so
+    every frame the switch accepts re-injects a packet of a flow it spilled); sizes from one beat to past
+    ``mtu`` and past the ingress FIFO, random payload bytes, and malformed packets of each kind the parser
+    tells (short, not IPv4, IP options, not UDP, a port past ``ports``). On the return link (the command
+    stream): RETURN frames of random ports with each port's next ``seq`` (the switch accepts one only while
+    it has asked that port for a packet: else ``return_malformed``), inner frames of one beat to past the
+    return slot, and frames that are no RETURN (another EtherType or op, 22 bytes or fewer)."""
+    from models.spillway.arrival import flow_of
+    from models.spillway.link import spill_header
+    p = component.params
+    W, P = p.data_bytes, p.ports
+    heads = []
+    for q in range(P):                                      # port q's flow: q mod flows, its own 5-tuple
+        sport = next(s for s in range(49152, 65536)
+                     if flow_of(bytes(roce_packet(src=f"10.1.{q}.1", sport=s)), p.flows) == q % p.flows)
+        heads.append(bytes(roce_packet(src=f"10.1.{q}.1", sport=sport))[:wire.UDP_HEADER_END + 12])
+    seq = [0] * P
+
+    def packet():
+        q, size = rng.randrange(P), rng.randrange(wire.UDP_HEADER_END, W + 1)
+        draw = rng.random()
+        if draw < SPILL_LONG:
+            size = rng.randrange(W + 1, p.mtu + 1)
+        elif (draw := draw - SPILL_LONG) < SPILL_OVER_MTU:
+            size = rng.randrange(p.mtu + 1, max(p.mtu + 2, min(p.buffer * W, 2 * p.mtu)))
+        elif (draw := draw - SPILL_OVER_MTU) < SPILL_GIANT:
+            size = rng.randrange(p.buffer * W + 1, (p.buffer + 4) * W)
+        raw = bytearray((heads[q] + rng.randbytes(max(0, size - len(heads[q]))))[:size])
+        draw -= SPILL_GIANT
+        if 0 <= draw < SPILL_MALFORMED:
+            kind = rng.randrange(4)
+            if kind == 0:
+                raw = raw[:rng.randrange(1, wire.UDP_HEADER_END)]
+            else:
+                at, value = ((wire.ETHERTYPE_AT, 0x86), (wire.IP_VERSION_IHL_AT, 0x46),
+                             (wire.IP_PROTO_AT, 6))[kind - 1]
+                raw[at] = value
+        elif 0 <= draw - SPILL_MALFORMED < SPILL_BAD_PORT:
+            q = rng.choice([P, 255])
+        return _beats(component, raw, q)
+
+    def returned():
+        q = rng.randrange(P)
+        frame = spill_header(wire.SPILL_RETURN, q, q % p.flows, seq[q])
+        seq[q] = (seq[q] + 1) & 0xFFFF
+        inner = rng.randbytes(rng.choice([rng.randrange(1, W), rng.randrange(1, p.mtu + 1),
+                                          rng.randrange(p.mtu + 1, p.mtu + 2 * W)]))
+        raw = bytearray(frame + inner)
+        kind = rng.randrange(16)
+        if kind == 0:
+            raw[wire.ETHERTYPE_AT] ^= 0x40
+        elif kind == 1:
+            raw[wire.SPILL_OP_AT] = wire.SPILL_DATA
+        elif kind == 2:
+            raw = raw[:rng.randrange(1, len(frame) + 1)]
+        elif kind == 3:
+            raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
+        return [{"cmd": dict(beat, meta={})} for beat in beats_of(bytes(raw), {}, W)]
+
+    def produce():
+        out = returned() if rng.random() < SPILL_RETURNS else []
+        return out + packet()
     return _exact(produce)
