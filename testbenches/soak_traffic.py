@@ -755,9 +755,11 @@ def bounded_loss_tracker(component, rng):
 
 #: Shares of the switch side's packets: multi-beat (at most ``mtu``), longer than ``mtu`` (a spill of one is
 #: ``spill_oversize``), longer than the ingress FIFO (its tail discarded: ``malformed``), malformed, to a
-#: port past ``ports``; and the RETURN frames on the return link per packet.
+#: port past ``ports``; and the RETURN frames on the return link per packet (most of them the switch refuses,
+#: not having asked for them: 2 a packet keep every port's returns frequent enough that its ports drain
+#: whole, and forward again).
 SPILL_LONG, SPILL_OVER_MTU, SPILL_GIANT, SPILL_MALFORMED, SPILL_BAD_PORT = 0.2, 0.05, 0.01, 0.03, 0.02
-SPILL_RETURNS = 0.4
+SPILL_RETURNS = 2.0
 
 
 def spill_switch(component, rng):
@@ -771,7 +773,7 @@ def spill_switch(component, rng):
     it has asked that port for a packet: else ``return_malformed``), inner frames of one beat to past the
     return slot, and frames that are no RETURN (another EtherType or op, 22 bytes or fewer)."""
     from models.spillway.arrival import flow_of
-    from models.spillway.link import spill_header
+    from models.spillway.link import H, spill_header
     p = component.params
     W, P = p.data_bytes, p.ports
     heads = []
@@ -808,8 +810,9 @@ def spill_switch(component, rng):
         q = rng.randrange(P)
         frame = spill_header(wire.SPILL_RETURN, q, q % p.flows, seq[q])
         seq[q] = (seq[q] + 1) & 0xFFFF
-        inner = rng.randbytes(rng.choice([rng.randrange(1, W), rng.randrange(1, p.mtu + 1),
-                                          rng.randrange(p.mtu + 1, p.mtu + 2 * W)]))
+        draw = rng.random()
+        inner = rng.randbytes(rng.randrange(1, W - H) if draw < 0.7 else rng.randrange(1, p.mtu + 1) if draw < 0.9
+                              else rng.randrange(p.mtu + 1, p.mtu + 2 * W))
         raw = bytearray(frame + inner)
         kind = rng.randrange(16)
         if kind == 0:
@@ -823,6 +826,6 @@ def spill_switch(component, rng):
         return [{"cmd": dict(beat, meta={})} for beat in beats_of(bytes(raw), {}, W)]
 
     def produce():
-        out = returned() if rng.random() < SPILL_RETURNS else []
+        out = [item for _ in range(int(SPILL_RETURNS + rng.random())) for item in returned()]
         return out + packet()
     return _exact(produce)

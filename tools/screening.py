@@ -158,7 +158,9 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=No
     words, expected = stimulus(b, component, params, packets, seed)
     model_seconds = time.monotonic() - start
     exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
-    wrapper = checked.Checked(component, max(1, len(words)), exp_depth, select=schemata.select())
+    # the stimulus and command memories share one depth: a run may carry more commands than beats
+    depth = max(1, len(words), len(expected.commands))
+    wrapper = checked.Checked(component, depth, exp_depth, select=schemata.select())
     report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {}}
     try:
         with schemata.forcing(force) if force is not None else contextlib.nullcontext():
