@@ -43,6 +43,7 @@ from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
 from models.spillway.credit import CREDIT_COUNTERS
 from models.spillway.inswitch import InSwitchModel
 from models.spillway.link import DelayLineModel
+from models.spillway.node import COUNTERS as NODE_COUNTERS
 from models.spillway.node import SpillNodeModel
 from models.spillway.params import InSwitchParams, LinkParams, SpillNodeParams, SpillSwitchParams, SpillwayParams
 from models.spillway.switch import SpillSwitchModel
@@ -156,7 +157,8 @@ BLOCKS = {b.name: b for b in [
     Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
           doc="docs/blocks/spillway.md",
-          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
+          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",),
+          traffic=soak_traffic.spill_node, reached=dict.fromkeys(NODE_COUNTERS, 2000)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
           "Spillway spill link, one direction (a delay line of spill frames)", doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128},

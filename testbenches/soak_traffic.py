@@ -30,7 +30,7 @@ from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
 __all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
-           "bounded_loss_tracker", "spill_switch", "AGEING", "EV_PHASE"]
+           "bounded_loss_tracker", "spill_switch", "spill_node", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -829,3 +829,57 @@ def spill_switch(component, rng):
         out = [item for _ in range(int(SPILL_RETURNS + rng.random())) for item in returned()]
         return out + packet()
     return _exact(produce)
+
+
+# --- Spillway spill node ------------------------------------------------------------------------------
+
+#: Frames of one phase of the spill node's traffic: it fills (DATA frames mostly: ``overflow``), empties
+#: (DRAIN frames mostly, some asking for more than it holds: ``drain_empty``) or does both at once.
+NODE_PHASE = 300
+
+
+def spill_node(component, rng):
+    """Spill-link frames from the switch in phases that fill the node's FIFOs, empty them, or both: DATA
+    frames of random ports with inner frames of one beat to the slot's size and past it (``oversize``),
+    DRAIN frames asking for 1 to 255 packets, and malformed frames of each kind ``models.spillway.node``
+    tells (shorter than the header, the header alone, another EtherType or op, a port past ``ports``, a
+    DRAIN of 0 packets)."""
+    from models.headers import NODE_MAC, SWITCH_MAC
+    from models.spillway.link import H, spill_header
+    from models.spillway.node import slot_beats
+    p = component.params
+    W, P, B = p.data_bytes, p.ports, slot_beats(p)
+    state = {"n": 0, "data": 0.5}
+    drain_mac = bytes.fromhex(NODE_MAC.replace(":", "")) + bytes.fromhex(SWITCH_MAC.replace(":", ""))
+    assert spill_header(wire.SPILL_DRAIN, 0)[:12] == drain_mac
+
+    def frame():
+        if state["n"] % NODE_PHASE == 0:
+            state["data"] = rng.choice([0.2, 0.5, 0.5, 0.8])
+        state["n"] += 1
+        q = rng.randrange(P)
+        if rng.random() < state["data"]:
+            draw = rng.random()
+            size = (rng.randrange(1, W - H + 1) if draw < 0.7 else rng.randrange(1, p.mtu + 1) if draw < 0.95
+                    else rng.randrange(B * W - H + 1, (B + 2) * W - H))
+            raw = bytearray(spill_header(wire.SPILL_DATA, q, rng.randrange(1 << 16), rng.randrange(1 << 16))
+                            + rng.randbytes(size))
+        else:
+            count = rng.choice([1, 1, 1, 2, 3, rng.randrange(1, 256)])
+            raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=count))
+        if rng.random() < 0.05:
+            kind = rng.randrange(6)
+            if kind == 0:
+                raw = raw[:rng.randrange(1, H)]
+            elif kind == 1:
+                raw = bytearray(spill_header(wire.SPILL_DATA, q))
+            elif kind == 2:
+                raw[wire.ETHERTYPE_AT + 1] ^= 0x01
+            elif kind == 3:
+                raw[wire.SPILL_OP_AT] = rng.choice([0, wire.SPILL_RETURN, 7])
+            elif kind == 4:
+                raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
+            else:
+                raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=0))
+        return [dict(beat, meta={}) for beat in beats_of(bytes(raw), {}, W)]
+    return _exact(frame)
