@@ -689,19 +689,31 @@ def bounded_loss_tracker(component, rng):
     of random E on random phases under loss, duplicates, reordering, slot collisions, malformed shims and late
     packets (see the ``DBLP_*`` rates), the lost packets resent (RETX) some rounds later (some rounds close FULL
     after NACKs) or never (``DBLP_ABANDON``: BOUNDED or ABORT at the deadline); phase-table writes mid-traffic. The
-    opening sends one packet of each malformed kind and a round of one packet (``full``) and the
-    configuration a rejected row (``cfg_rejected``), by construction."""
+    opening sends, by construction: a round of one packet to the last slot before anything else (it waits for
+    the clear engine's wipe of that slot after reset), one packet of each malformed kind, a packet of the header
+    alone (the shortest well-formed one), a round of one packet (``full``), and the configuration rejected rows
+    (``cfg_rejected``) of each one reason (a phase past the table, tau past 255, a deadline of 0 or past its
+    width) and a row of the shortest deadline, 1."""
     p = component.params
     template = bytes(dblp_packet(payload=bytes(4), rng=rng))
     malformed = [bytes(raw) for raw in _dblp_malformed(p)]
     top = (1 << p.deadline_bits) - 1
 
-    def packet(job, rnd, idx, cnt, phase, retx=False):
+    def raw_packet(job, rnd, idx, cnt, phase, retx=False):
         raw = bytearray(template)
         flags = (wire.DBLP_LAST if idx == cnt - 1 else 0) | (wire.DBLP_RETX if retx else 0)
         struct.pack_into(wire.DBLP_STRUCT, raw, wire.DBLP_OFFSET, wire.DBLP_VERSION << 4 | flags, phase << 4,
                          job, rnd & 0xFFFF, idx, cnt, 0)
-        return _beats(component, raw)
+        return bytes(raw)
+
+    def packet(*args, **kwargs):
+        return _beats(component, raw_packet(*args, **kwargs))
+
+    def rejected():
+        return {"cmd": rng.choice([{"phase": p.phases, "tau": 0, "deadline": 1},
+                                   {"phase": rng.randrange(p.phases), "tau": 256, "deadline": 100},
+                                   {"phase": rng.randrange(p.phases), "tau": 10, "deadline": 0},
+                                   {"phase": rng.randrange(p.phases), "tau": 10, "deadline": top + 1}])}
 
     def row():
         return {"cmd": {"phase": rng.randrange(p.phases), "tau": rng.randrange(256),
@@ -709,8 +721,14 @@ def bounded_loss_tracker(component, rng):
     opening = [{"cmd": {"phase": 0, "tau": rng.randrange(128, 256), "deadline": min(1000, top)}},
                *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}
                  for ph in range(1, p.phases)),
-               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}}]
+               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}},
+               {"cmd": {"phase": p.phases - 1, "tau": 0, "deadline": 1}}]
+    opening = packet(0, p.rounds - 1, 0, 1, 0) + opening + [
+        {"cmd": {"phase": 0, "tau": 256, "deadline": 100}}, {"cmd": {"phase": 0, "tau": 10, "deadline": 0}},
+        {"cmd": {"phase": 0, "tau": 10, "deadline": top + 1}},
+        {"cmd": {"phase": p.phases - 1, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}]
     opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
+    opening += _beats(component, raw_packet(2, p.rounds - 2, 0, 1, 0)[:wire.DBLP_HEADER_BYTES])
     state = {"n": 0, "opening": opening}
     pending, earlier = collections.deque(), []
 
@@ -745,8 +763,7 @@ def bounded_loss_tracker(component, rng):
             out += rng.choice(earlier)
         earlier[:] = (earlier + [packet(job, rnd, 0, cnt, phase)])[-8:]
         if rng.random() < DBLP_CFG:
-            out.append(row() if rng.random() < 0.8 else {"cmd": {"phase": rng.randrange(p.phases), "tau": 256,
-                                                                  "deadline": 0}})
+            out.append(row() if rng.random() < 0.8 else rejected())
         return out
     return _exact(produce)
 
