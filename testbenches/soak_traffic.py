@@ -689,7 +689,7 @@ def bounded_loss_tracker(component, rng):
     of random E on random phases under loss, duplicates, reordering, slot collisions, malformed shims and late
     packets (see the ``DBLP_*`` rates), the lost packets resent (RETX) some rounds later (some rounds close FULL
     after NACKs) or never (``DBLP_ABANDON``: BOUNDED or ABORT at the deadline); phase-table writes mid-traffic. The
-    opening sends, by construction: a round of one packet to the last slot but one before anything else (it waits
+    opening sends, by construction: a round of one packet to the last slot but two before anything else (it waits
     for the clear engine's wipe of that slot after reset, whose order tells), one packet of each malformed kind,
     a packet of the header alone (the shortest well-formed one), a round of one packet (``full``), a whole round
     of ``e_max`` packets, and the configuration rejected rows
@@ -724,13 +724,13 @@ def bounded_loss_tracker(component, rng):
                  for ph in range(1, p.phases)),
                {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}},
                {"cmd": {"phase": p.phases - 1, "tau": 0, "deadline": 1}}]
-    opening = packet(0, p.rounds - 2, 0, 1, 0) + opening + [
+    opening = packet(0, p.rounds - 3, 0, 1, 0) + opening + [
         {"cmd": {"phase": 0, "tau": 256, "deadline": 100}}, {"cmd": {"phase": 0, "tau": 10, "deadline": 0}},
         {"cmd": {"phase": 0, "tau": 10, "deadline": top + 1}},
         {"cmd": {"phase": p.phases - 1, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}]
     opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
     opening += _beats(component, raw_packet(2, p.rounds - 4, 0, 1, 0)[:wire.DBLP_HEADER_BYTES])
-    opening += [beat for idx in range(p.e_max) for beat in packet(1, p.rounds - 3, idx, p.e_max, 0)]
+    opening += [beat for idx in range(p.e_max) for beat in packet(1, p.rounds - 2, idx, p.e_max, 0)]
     state = {"n": 0, "opening": opening}
     pending, earlier = collections.deque(), []
 
