@@ -158,6 +158,7 @@ BLOCKS = {b.name: b for b in [
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
           doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",),
+          # the opening phase fills the node (overflow); the rest by chance, within 2000 packets under 12 seeds
           traffic=soak_traffic.spill_node, reached=dict.fromkeys(NODE_COUNTERS, 2000)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
           "Spillway spill link, one direction (a delay line of spill frames)", doc="docs/blocks/spillway.md",

@@ -868,13 +868,13 @@ def spill_node(component, rng):
     from models.spillway.node import slot_beats
     p = component.params
     W, P, B = p.data_bytes, p.ports, slot_beats(p)
-    state = {"n": 0, "data": 0.5}
+    state = {"n": 0, "data": 1.0}
     drain_mac = bytes.fromhex(NODE_MAC.replace(":", "")) + bytes.fromhex(SWITCH_MAC.replace(":", ""))
     assert spill_header(wire.SPILL_DRAIN, 0)[:12] == drain_mac
 
     def frame():
-        if state["n"] % NODE_PHASE == 0:
-            state["data"] = rng.choice([0.2, 0.5, 0.5, 0.8])
+        if state["n"] % NODE_PHASE == 0 and state["n"]:       # the first phase fills the node: ``overflow``
+            state["data"] = rng.choice([0.2, 0.5, 0.5, 0.8, 1.0])
         state["n"] += 1
         q = rng.randrange(P)
         if rng.random() < state["data"]:
