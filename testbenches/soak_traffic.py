@@ -207,6 +207,7 @@ def usid_forwarder(component, rng):
     raw = bytearray(pool[2])
     raw[o + 4:o + 6] = (int.from_bytes(raw[o + 4:o + 6], "big") + 1).to_bytes(2, "big")
     odd.append(raw)                                                         # malformed: outer length
+    edges = _usid_edges(p, pool)
 
     def descriptor(raw, regime):
         ports = p.ports
@@ -236,7 +237,8 @@ def usid_forwarder(component, rng):
         on a last-hop port: an ECT packet past the ramp left unmarked, a trim with ``dscp_trim_last``)."""
         items = [write(k, key(u), fixed.get(k, rng.randrange(p.ports)), int(k % 4 == 3)) for k, u in enumerate(usids)]
         for raw, regime in ((pool[0], 2), (pool[0], 3), (pool[0], 0), (pool[0], 4), (pool[6], 3), (pool[5], 0),
-                            (pool[7], 0), (pool[3], 0), (pool[1], 2), (pool[1], 3), *((raw, 0) for raw in odd)):
+                            (pool[7], 0), (pool[3], 0), (pool[1], 2), (pool[1], 3), *((raw, 0) for raw in odd),
+                            *edges):
             items.append({**descriptor(raw, regime), "port": 0})
         return items
 
@@ -257,8 +259,50 @@ def usid_forwarder(component, rng):
         state["sent"] += 1
         items = opening() if n == 0 else rewrite() if n % 2000 == 0 else []
         raw = rng.choice(odd) if rng.randrange(32) == 0 else rng.choice(pool)
-        return items + [descriptor(raw, rng.randrange(5))]
+        regime = rng.randrange(5)
+        if rng.randrange(32) == 0:
+            raw, regime = rng.choice(edges)
+        return items + [descriptor(raw, regime)]
     return _exact(produce)
+
+
+def _usid_edges(p, pool):
+    """[(packet, queue regime)]: the uSID forwarder's edge cases, each one field off a routed packet of
+    ``pool`` (pool[0] routed to a fabric port, pool[3] to a decapsulating route): another EtherType, outer
+    IPv6 version 4, the outer header alone (payload length 0, next header 59), inner version 4, the inner
+    header alone (inner payload length 0), hop limit 2; with the data queue full (regime 3): a packet cut in
+    its BTH (not MRC), one of the MRC header alone, one of opcode RC_WRITE_ONLY_IMM (the last MRC one);
+    decapsulated, an inner DSCP other than the outer's, the outer DSCP each trim DSCP and another."""
+    o, i, udp = wire.OUTER_OFFSET, wire.INNER_OFFSET, wire.MRC_UDP_OFFSET
+
+    def edit(raw, cut=None, **at):
+        raw = bytearray(raw[:cut] if cut else raw)
+        if cut:                                         # the payload lengths fit the cut
+            raw[o + 4:o + 6] = (cut - i).to_bytes(2, "big")
+            if cut >= udp:
+                raw[i + 4:i + 6] = (cut - udp).to_bytes(2, "big")
+        for offset, value in at.items():
+            raw[int(offset[1:])] = value
+        return raw
+
+    def tc(raw, at, dscp):                              # an IPv6 traffic class's DSCP, its ECN kept
+        value = dscp << 2 | (raw[at + 1] >> 4 & 3)
+        raw[at], raw[at + 1] = (raw[at] & 0xF0) | value >> 4, (value & 0xF) << 4 | (raw[at + 1] & 0x0F)
+        return raw
+
+    routed, decap = pool[0], pool[3]
+    edges = [(edit(routed, **{f"b{wire.ETHERTYPE_AT + 1}": 0x00}), 0),
+             (edit(routed, **{f"b{o}": 0x40 | routed[o] & 0x0F}), 0),
+             (edit(routed, cut=i, **{f"b{o + wire.IPV6_NH_AT}": 59}), 0),
+             (edit(routed, **{f"b{i}": 0x40 | routed[i] & 0x0F}), 0),
+             (edit(routed, cut=udp), 0),
+             (edit(routed, **{f"b{o + wire.IPV6_HLIM_AT}": 2}), 0),
+             (edit(routed, cut=wire.MRC_BTH_OFFSET + 4), 3),
+             (edit(routed, cut=wire.MRC_HEADER_BYTES), 3),
+             (edit(routed, **{f"b{wire.MRC_BTH_OFFSET}": wire.RC_WRITE_ONLY_IMM}), 3)]
+    for dscp in (p.dscp_trim, p.dscp_trim_last, wire.DSCP_MRC_DATA):
+        edges.append((tc(tc(bytearray(decap), o, dscp), i, 10), 0))
+    return edges
 
 
 # --- MRC EV expander --------------------------------------------------------------------------------
