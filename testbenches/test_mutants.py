@@ -326,3 +326,25 @@ def test_run_mutant(tmp_path):
     assert row["id"] == 37 and row["screen"] == "killed" and _fate(row, {}) == "screening", row
     assert row["reason"].startswith("spillway.link: checked: "), row
     assert not (tmp_path / "spillway.link.csv").exists(), "the row is the caller's to merge"
+
+
+def test_screen_only_forces_constructor_sites():
+    """``--screen-only`` screens and lists, writing no CSV; a mutant of a value the constructor sets (the
+    tracker's slots dirty at reset: ``init=1`` -> 0, elaboration-time) is screened on a build of its own
+    with the constructor's sites forced too, and the soak's opening packet into the reset wipe kills it."""
+    out = ROOT / "build" / "pytest-screen-only"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--match",
+                               'regs("dirty", 1, init=1)', "--screen-only", "--packets", "300", "--jobs", "1",
+                               "--out", out.relative_to(ROOT).as_posix()], cwd=ROOT, capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "mutants: bounded_loss_tracker: 1 screened: killed 1, invalid 0, pass 0" in done.stdout, done.stdout
+        assert "on a build of its own: killed" in done.stdout, done.stdout
+        assert not (out / "bounded_loss_tracker.csv").exists()
+        both = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--screen-only",
+                               "--no-screen"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert both.returncode != 0 and "--screen-only and --no-screen" in both.stderr, both.stderr
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
