@@ -186,7 +186,11 @@ BLOCKS = {b.name: b for b in [
           stimulus="mixed"),
     Block("pipeline_inswitch", InSwitchPipeline, InSwitchPipelineParams, InSwitchPipelineModel,
           "Switch pipeline, in-switch baseline: aggregator → progress register file → in-switch spill buffer "
-          "and packet store", doc="docs/blocks/pipeline.md", stimulus="mixed"),
+          "and packet store", doc="docs/blocks/pipeline.md", stimulus="mixed", traffic=soak_traffic.pipeline_inswitch,
+          # the line-rate traffic's counters and the long packets' oversize, by chance within 2000 packets
+          reached=dict.fromkeys(("agg_passed", "agg_consumed", "agg_completed", "agg_ack_passed", "sym_unknown",
+                                 "spill_forwarded", "spill_spilled", "spill_drained", "spill_spill_overflow",
+                                 "oversize", "store_stalls"), 2000)),
     Block("usid_forwarder", UsidForwarder, UsidForwarderParams, UsidForwarderModel,
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="docs/blocks/mrc.md", stimulus="mrc",
           soak={"last_hop": 0xC0},      # last-hop ports (no ECN mark, dscp_trim_last) in the soak

@@ -30,7 +30,7 @@ from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
 __all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
-           "bounded_loss_tracker", "spill_switch", "spill_node", "AGEING", "EV_PHASE"]
+           "bounded_loss_tracker", "spill_switch", "spill_node", "pipeline_inswitch", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -946,3 +946,29 @@ def spill_node(component, rng):
                 raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=0))
         return [dict(beat, meta={}) for beat in beats_of(bytes(raw), {}, W)]
     return _exact(frame)
+
+
+# --- Switch pipeline, in-switch baseline ------------------------------------------------------------------
+
+#: Share of the in-switch pipeline's packets that are long RoCEv2 ones (two beats: a whole packet-store entry,
+#: or more: oversize).
+PIPELINE_LONG = 0.2
+
+
+def pipeline_inswitch(component, rng):
+    """The pipeline's line-rate traffic (``tools.traffic.mixed_beats``: RoCEv2 packets and INA rounds in order,
+    sent round after round), with long RoCEv2 packets between them: of two beats (a whole packet-store entry)
+    and of three or four (past it: ``oversize``), so the packet store writes and reads every beat of an entry."""
+    from tools.traffic import mixed_beats
+    W, B = component.params.spill.data_bytes, component.params.beats
+    pool = mixed_beats(component, 500, rng)
+    long = [beats_of(bytes(roce_packet(src=f"10.2.{n % 4}.{n + 1}", sport=49152 + n, qp=n % 64 + 1, psn=n,
+                                       payload=rng.randbytes(rng.randrange((B - 1) * W, (B + 2) * W - 64)))),
+                     {"port": n % 4}, W) for n in range(64)]
+    where = [0]
+
+    def produce():
+        beat = pool[where[0] % len(pool)]
+        where[0] += 1
+        return [beat, *(rng.choice(long) if rng.random() < PIPELINE_LONG else [])]
+    return _exact(produce)
