@@ -10,6 +10,10 @@ configuration, and every outcome in ``REACHED`` is reached by construction (a fi
 silent ring positions, a queue depth that always marks, messages sent whole before they complete),
 not by the seed; the seed varies everything else.
 
+The Spillway switch side and spill node, and the in-switch pipeline, have no configuration either, but their
+line-rate traffic is one-beat packets (and the switch side's return link idle): their traffic here has
+packets of every size and kind they tell apart, and the switch side's return link driven as a spill node's.
+
 The ESA aggregator has no configuration, but its line-rate rounds (tools/traffic.py ``ina``) all complete
 in order: only 5 of its 13 counters move. Its traffic here interleaves jobs that collide and carries
 every kind of contribution its counters tell apart (a mutation campaign screens on this traffic).
