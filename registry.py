@@ -40,8 +40,10 @@ from models.packet_fifo import PacketFifoModel, PacketFifoParams
 from models.pipeline import PipelineModel, PipelineParams
 from models.pipeline_inswitch import InSwitchPipelineModel, InSwitchPipelineParams
 from models.progress_regfile import ProgressRegfileModel, ProgressRegfileParams
+from models.spillway.credit import CREDIT_COUNTERS
 from models.spillway.inswitch import InSwitchModel
 from models.spillway.link import DelayLineModel
+from models.spillway.node import COUNTERS as NODE_COUNTERS
 from models.spillway.node import SpillNodeModel
 from models.spillway.params import InSwitchParams, LinkParams, SpillNodeParams, SpillSwitchParams, SpillwayParams
 from models.spillway.switch import SpillSwitchModel
@@ -149,11 +151,15 @@ BLOCKS = {b.name: b for b in [
     Block("spillway.switch", SpillSwitch, SpillSwitchParams, SpillSwitchModel,
           "Spillway switch side (spills whole packets to a spill node, drains them back by credit)",
           doc="docs/blocks/spillway.md", tests=("testbenches/spillway/test_top.py",),
-          parts=("hdl/spillway/credit.py", "hdl/spillway/arrival.py")),
+          parts=("hdl/spillway/credit.py", "hdl/spillway/arrival.py"), traffic=soak_traffic.spill_switch,
+          # by chance (the queue depths' random walk decides spills and drains), within 3000 packets under 12 seeds
+          reached=dict.fromkeys(CREDIT_COUNTERS, 3000)),
     Block("spillway.node", SpillNode, SpillNodeParams, SpillNodeModel,
           "Spillway spill node (disaggregated buffer: per-port FIFOs, drain requests)",
           doc="docs/blocks/spillway.md",
-          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",)),
+          stimulus="spill", bench={"data_bytes": 128}, tests=("testbenches/spillway/test_top.py",),
+          # the opening phase fills the node (overflow); the rest by chance, within 2000 packets under 12 seeds
+          traffic=soak_traffic.spill_node, reached=dict.fromkeys(NODE_COUNTERS, 2000)),
     Block("spillway.link", DelayLine, LinkParams, DelayLineModel,
           "Spillway spill link, one direction (a delay line of spill frames)", doc="docs/blocks/spillway.md",
           stimulus="spill", bench={"data_bytes": 128},
@@ -180,7 +186,11 @@ BLOCKS = {b.name: b for b in [
           stimulus="mixed"),
     Block("pipeline_inswitch", InSwitchPipeline, InSwitchPipelineParams, InSwitchPipelineModel,
           "Switch pipeline, in-switch baseline: aggregator → progress register file → in-switch spill buffer "
-          "and packet store", doc="docs/blocks/pipeline.md", stimulus="mixed"),
+          "and packet store", doc="docs/blocks/pipeline.md", stimulus="mixed", traffic=soak_traffic.pipeline_inswitch,
+          # the line-rate traffic's counters and the long packets' oversize, by chance within 2000 packets
+          reached=dict.fromkeys(("agg_passed", "agg_consumed", "agg_completed", "agg_ack_passed", "sym_unknown",
+                                 "spill_forwarded", "spill_spilled", "spill_drained", "spill_spill_overflow",
+                                 "oversize", "store_stalls"), 2000)),
     Block("usid_forwarder", UsidForwarder, UsidForwarderParams, UsidForwarderModel,
           "MRC SRv6 uSID forwarder with ECN ramp and trimming", doc="docs/blocks/mrc.md", stimulus="mrc",
           soak={"last_hop": 0xC0},      # last-hop ports (no ECN mark, dscp_trim_last) in the soak

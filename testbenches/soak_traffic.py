@@ -10,6 +10,10 @@ configuration, and every outcome in ``REACHED`` is reached by construction (a fi
 silent ring positions, a queue depth that always marks, messages sent whole before they complete),
 not by the seed; the seed varies everything else.
 
+The Spillway switch side and spill node, and the in-switch pipeline, have no configuration either, but their
+line-rate traffic is one-beat packets (and the switch side's return link idle): their traffic here has
+packets of every size and kind they tell apart, and the switch side's return link driven as a spill node's.
+
 The ESA aggregator has no configuration, but its line-rate rounds (tools/traffic.py ``ina``) all complete
 in order: only 5 of its 13 counters move. Its traffic here interleaves jobs that collide and carries
 every kind of contribution its counters tell apart (a mutation campaign screens on this traffic).
@@ -30,7 +34,7 @@ from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
 __all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
-           "bounded_loss_tracker", "AGEING", "EV_PHASE"]
+           "bounded_loss_tracker", "spill_switch", "spill_node", "pipeline_inswitch", "AGEING", "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -207,6 +211,7 @@ def usid_forwarder(component, rng):
     raw = bytearray(pool[2])
     raw[o + 4:o + 6] = (int.from_bytes(raw[o + 4:o + 6], "big") + 1).to_bytes(2, "big")
     odd.append(raw)                                                         # malformed: outer length
+    edges = _usid_edges(p, pool)
 
     def descriptor(raw, regime):
         ports = p.ports
@@ -236,7 +241,8 @@ def usid_forwarder(component, rng):
         on a last-hop port: an ECT packet past the ramp left unmarked, a trim with ``dscp_trim_last``)."""
         items = [write(k, key(u), fixed.get(k, rng.randrange(p.ports)), int(k % 4 == 3)) for k, u in enumerate(usids)]
         for raw, regime in ((pool[0], 2), (pool[0], 3), (pool[0], 0), (pool[0], 4), (pool[6], 3), (pool[5], 0),
-                            (pool[7], 0), (pool[3], 0), (pool[1], 2), (pool[1], 3), *((raw, 0) for raw in odd)):
+                            (pool[7], 0), (pool[3], 0), (pool[1], 2), (pool[1], 3), *((raw, 0) for raw in odd),
+                            *edges):
             items.append({**descriptor(raw, regime), "port": 0})
         return items
 
@@ -257,8 +263,50 @@ def usid_forwarder(component, rng):
         state["sent"] += 1
         items = opening() if n == 0 else rewrite() if n % 2000 == 0 else []
         raw = rng.choice(odd) if rng.randrange(32) == 0 else rng.choice(pool)
-        return items + [descriptor(raw, rng.randrange(5))]
+        regime = rng.randrange(5)
+        if rng.randrange(32) == 0:
+            raw, regime = rng.choice(edges)
+        return items + [descriptor(raw, regime)]
     return _exact(produce)
+
+
+def _usid_edges(p, pool):
+    """[(packet, queue regime)]: the uSID forwarder's edge cases, each one field off a routed packet of
+    ``pool`` (pool[0] routed to a fabric port, pool[3] to a decapsulating route): another EtherType, outer
+    IPv6 version 4, the outer header alone (payload length 0, next header 59), inner version 4, the inner
+    header alone (inner payload length 0), hop limit 2; with the data queue full (regime 3): a packet cut in
+    its BTH (not MRC), one of the MRC header alone, one of opcode RC_WRITE_ONLY_IMM (the last MRC one);
+    decapsulated, an inner DSCP other than the outer's, the outer DSCP each trim DSCP and another."""
+    o, i, udp = wire.OUTER_OFFSET, wire.INNER_OFFSET, wire.MRC_UDP_OFFSET
+
+    def edit(raw, cut=None, **at):
+        raw = bytearray(raw[:cut] if cut else raw)
+        if cut:                                         # the payload lengths fit the cut
+            raw[o + 4:o + 6] = (cut - i).to_bytes(2, "big")
+            if cut >= udp:
+                raw[i + 4:i + 6] = (cut - udp).to_bytes(2, "big")
+        for offset, value in at.items():
+            raw[int(offset[1:])] = value
+        return raw
+
+    def tc(raw, at, dscp):                              # an IPv6 traffic class's DSCP, its ECN kept
+        value = dscp << 2 | (raw[at + 1] >> 4 & 3)
+        raw[at], raw[at + 1] = (raw[at] & 0xF0) | value >> 4, (value & 0xF) << 4 | (raw[at + 1] & 0x0F)
+        return raw
+
+    routed, decap = pool[0], pool[3]
+    edges = [(edit(routed, **{f"b{wire.ETHERTYPE_AT + 1}": 0x00}), 0),
+             (edit(routed, **{f"b{o}": 0x40 | routed[o] & 0x0F}), 0),
+             (edit(routed, cut=i, **{f"b{o + wire.IPV6_NH_AT}": 59}), 0),
+             (edit(routed, **{f"b{i}": 0x40 | routed[i] & 0x0F}), 0),
+             (edit(routed, cut=udp), 0),
+             (edit(routed, **{f"b{o + wire.IPV6_HLIM_AT}": 2}), 0),
+             (edit(routed, cut=wire.MRC_BTH_OFFSET + 4), 3),
+             (edit(routed, cut=wire.MRC_HEADER_BYTES), 3),
+             (edit(routed, **{f"b{wire.MRC_BTH_OFFSET}": wire.RC_WRITE_ONLY_IMM}), 3)]
+    for dscp in (p.dscp_trim, p.dscp_trim_last, wire.DSCP_MRC_DATA):
+        edges.append((tc(tc(bytearray(decap), o, dscp), i, 10), 0))
+    return edges
 
 
 # --- MRC EV expander --------------------------------------------------------------------------------
@@ -689,19 +737,32 @@ def bounded_loss_tracker(component, rng):
     of random E on random phases under loss, duplicates, reordering, slot collisions, malformed shims and late
     packets (see the ``DBLP_*`` rates), the lost packets resent (RETX) some rounds later (some rounds close FULL
     after NACKs) or never (``DBLP_ABANDON``: BOUNDED or ABORT at the deadline); phase-table writes mid-traffic. The
-    opening sends one packet of each malformed kind and a round of one packet (``full``) and the
-    configuration a rejected row (``cfg_rejected``), by construction."""
+    opening sends, by construction: a round of one packet to the last slot but two before anything else (it waits
+    for the clear engine's wipe of that slot after reset, whose order tells), one packet of each malformed kind,
+    a packet of the header alone (the shortest well-formed one), a round of one packet (``full``), a whole round
+    of ``e_max`` packets, and the configuration rejected rows
+    (``cfg_rejected``) of each one reason (a phase past the table, tau past 255, a deadline of 0 or past its
+    width) and a row of the shortest deadline, 1."""
     p = component.params
     template = bytes(dblp_packet(payload=bytes(4), rng=rng))
     malformed = [bytes(raw) for raw in _dblp_malformed(p)]
     top = (1 << p.deadline_bits) - 1
 
-    def packet(job, rnd, idx, cnt, phase, retx=False):
+    def raw_packet(job, rnd, idx, cnt, phase, retx=False):
         raw = bytearray(template)
         flags = (wire.DBLP_LAST if idx == cnt - 1 else 0) | (wire.DBLP_RETX if retx else 0)
         struct.pack_into(wire.DBLP_STRUCT, raw, wire.DBLP_OFFSET, wire.DBLP_VERSION << 4 | flags, phase << 4,
                          job, rnd & 0xFFFF, idx, cnt, 0)
-        return _beats(component, raw)
+        return bytes(raw)
+
+    def packet(*args, **kwargs):
+        return _beats(component, raw_packet(*args, **kwargs))
+
+    def rejected():
+        return {"cmd": rng.choice([{"phase": p.phases, "tau": 0, "deadline": 1},
+                                   {"phase": rng.randrange(p.phases), "tau": 256, "deadline": 100},
+                                   {"phase": rng.randrange(p.phases), "tau": 10, "deadline": 0},
+                                   {"phase": rng.randrange(p.phases), "tau": 10, "deadline": top + 1}])}
 
     def row():
         return {"cmd": {"phase": rng.randrange(p.phases), "tau": rng.randrange(256),
@@ -709,8 +770,15 @@ def bounded_loss_tracker(component, rng):
     opening = [{"cmd": {"phase": 0, "tau": rng.randrange(128, 256), "deadline": min(1000, top)}},
                *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}
                  for ph in range(1, p.phases)),
-               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}}]
+               {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}},
+               {"cmd": {"phase": p.phases - 1, "tau": 0, "deadline": 1}}]
+    opening = packet(0, p.rounds - 3, 0, 1, 0) + opening + [
+        {"cmd": {"phase": 0, "tau": 256, "deadline": 100}}, {"cmd": {"phase": 0, "tau": 10, "deadline": 0}},
+        {"cmd": {"phase": 0, "tau": 10, "deadline": top + 1}},
+        {"cmd": {"phase": p.phases - 1, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}]
     opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
+    opening += _beats(component, raw_packet(2, p.rounds - 4, 0, 1, 0)[:wire.DBLP_HEADER_BYTES])
+    opening += [beat for idx in range(p.e_max) for beat in packet(1, p.rounds - 2, idx, p.e_max, 0)]
     state = {"n": 0, "opening": opening}
     pending, earlier = collections.deque(), []
 
@@ -745,7 +813,166 @@ def bounded_loss_tracker(component, rng):
             out += rng.choice(earlier)
         earlier[:] = (earlier + [packet(job, rnd, 0, cnt, phase)])[-8:]
         if rng.random() < DBLP_CFG:
-            out.append(row() if rng.random() < 0.8 else {"cmd": {"phase": rng.randrange(p.phases), "tau": 256,
-                                                                  "deadline": 0}})
+            out.append(row() if rng.random() < 0.8 else rejected())
         return out
+    return _exact(produce)
+
+
+# --- Spillway switch side -----------------------------------------------------------------------------
+
+#: Shares of the switch side's packets: multi-beat (at most ``mtu``), longer than ``mtu`` (a spill of one is
+#: ``spill_oversize``), longer than the ingress FIFO (its tail discarded: ``malformed``), malformed, to a
+#: port past ``ports``; and the RETURN frames on the return link per packet (most of them the switch refuses,
+#: not having asked for them: 2 a packet keep every port's returns frequent enough that its ports drain
+#: whole, and forward again).
+SPILL_LONG, SPILL_OVER_MTU, SPILL_GIANT, SPILL_MALFORMED, SPILL_BAD_PORT = 0.2, 0.05, 0.01, 0.03, 0.02
+SPILL_RETURNS = 2.0
+
+
+def spill_switch(component, rng):
+    """Packets of every egress port and size, with the return link driven as a spill node would, open loop.
+
+    Each port's packets are one flow (its own 5-tuple: a RETURN frame of port ``q`` carries that flow, so
+    every frame the switch accepts re-injects a packet of a flow it spilled); sizes from one beat to past
+    ``mtu`` and past the ingress FIFO, random payload bytes, and malformed packets of each kind the parser
+    tells (short, not IPv4, IP options, not UDP, a port past ``ports``). On the return link (the command
+    stream): RETURN frames of random ports with each port's next ``seq`` (the switch accepts one only while
+    it has asked that port for a packet: else ``return_malformed``), inner frames of one beat to past the
+    return slot, and frames that are no RETURN (another EtherType or op, 22 bytes or fewer)."""
+    from models.spillway.arrival import flow_of
+    from models.spillway.link import H, spill_header
+    p = component.params
+    W, P = p.data_bytes, p.ports
+    heads = []
+    for q in range(P):                                      # port q's flow: q mod flows, its own 5-tuple
+        sport = next(s for s in range(49152, 65536)
+                     if flow_of(bytes(roce_packet(src=f"10.1.{q}.1", sport=s)), p.flows) == q % p.flows)
+        heads.append(bytes(roce_packet(src=f"10.1.{q}.1", sport=sport))[:wire.UDP_HEADER_END + 12])
+    seq = [0] * P
+
+    def packet():
+        q, size = rng.randrange(P), rng.randrange(wire.UDP_HEADER_END, W + 1)
+        draw = rng.random()
+        if draw < SPILL_LONG:
+            size = rng.randrange(W + 1, p.mtu + 1)
+        elif (draw := draw - SPILL_LONG) < SPILL_OVER_MTU:
+            size = rng.randrange(p.mtu + 1, max(p.mtu + 2, min(p.buffer * W, 2 * p.mtu)))
+        elif (draw := draw - SPILL_OVER_MTU) < SPILL_GIANT:
+            size = rng.randrange(p.buffer * W + 1, (p.buffer + 4) * W)
+        raw = bytearray((heads[q] + rng.randbytes(max(0, size - len(heads[q]))))[:size])
+        draw -= SPILL_GIANT
+        if 0 <= draw < SPILL_MALFORMED:
+            kind = rng.randrange(4)
+            if kind == 0:
+                raw = raw[:rng.randrange(1, wire.UDP_HEADER_END)]
+            else:
+                at, value = ((wire.ETHERTYPE_AT, 0x86), (wire.IP_VERSION_IHL_AT, 0x46),
+                             (wire.IP_PROTO_AT, 6))[kind - 1]
+                raw[at] = value
+        elif 0 <= draw - SPILL_MALFORMED < SPILL_BAD_PORT:
+            q = rng.choice([P, 255])
+        return _beats(component, raw, q)
+
+    def returned():
+        q = rng.randrange(P)
+        frame = spill_header(wire.SPILL_RETURN, q, q % p.flows, seq[q])
+        seq[q] = (seq[q] + 1) & 0xFFFF
+        draw = rng.random()
+        inner = rng.randbytes(rng.randrange(1, W - H) if draw < 0.7 else rng.randrange(1, p.mtu + 1) if draw < 0.9
+                              else rng.randrange(p.mtu + 1, p.mtu + 2 * W))
+        raw = bytearray(frame + inner)
+        kind = rng.randrange(16)
+        if kind == 0:
+            raw[wire.ETHERTYPE_AT] ^= 0x40
+        elif kind == 1:
+            raw[wire.SPILL_OP_AT] = wire.SPILL_DATA
+        elif kind == 2:
+            raw = raw[:rng.randrange(1, len(frame) + 1)]
+        elif kind == 3:
+            raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
+        return [{"cmd": dict(beat, meta={})} for beat in beats_of(bytes(raw), {}, W)]
+
+    def produce():
+        out = [item for _ in range(int(SPILL_RETURNS + rng.random())) for item in returned()]
+        return out + packet()
+    return _exact(produce)
+
+
+# --- Spillway spill node ------------------------------------------------------------------------------
+
+#: Frames of one phase of the spill node's traffic: it fills (DATA frames mostly: ``overflow``), empties
+#: (DRAIN frames mostly, some asking for more than it holds: ``drain_empty``) or does both at once.
+NODE_PHASE = 300
+
+
+def spill_node(component, rng):
+    """Spill-link frames from the switch in phases that fill the node's FIFOs, empty them, or both: DATA
+    frames of random ports with inner frames of one beat to the slot's size and past it (``oversize``),
+    DRAIN frames asking for 1 to 255 packets, and malformed frames of each kind ``models.spillway.node``
+    tells (shorter than the header, the header alone, another EtherType or op, a port past ``ports``, a
+    DRAIN of 0 packets)."""
+    from models.headers import NODE_MAC, SWITCH_MAC
+    from models.spillway.link import H, spill_header
+    from models.spillway.node import slot_beats
+    p = component.params
+    W, P, B = p.data_bytes, p.ports, slot_beats(p)
+    state = {"n": 0, "data": 1.0}
+    drain_mac = bytes.fromhex(NODE_MAC.replace(":", "")) + bytes.fromhex(SWITCH_MAC.replace(":", ""))
+    assert spill_header(wire.SPILL_DRAIN, 0)[:12] == drain_mac
+
+    def frame():
+        if state["n"] % NODE_PHASE == 0 and state["n"]:       # the first phase fills the node: ``overflow``
+            state["data"] = rng.choice([0.2, 0.5, 0.5, 0.8, 1.0])
+        state["n"] += 1
+        q = rng.randrange(P)
+        if rng.random() < state["data"]:
+            draw = rng.random()
+            size = (rng.randrange(1, W - H + 1) if draw < 0.7 else rng.randrange(1, p.mtu + 1) if draw < 0.95
+                    else rng.randrange(B * W - H + 1, (B + 2) * W - H))
+            raw = bytearray(spill_header(wire.SPILL_DATA, q, rng.randrange(1 << 16), rng.randrange(1 << 16))
+                            + rng.randbytes(size))
+        else:
+            count = rng.choice([1, 1, 1, 2, 3, rng.randrange(1, 256)])
+            raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=count))
+        if rng.random() < 0.05:
+            kind = rng.randrange(6)
+            if kind == 0:
+                raw = raw[:rng.randrange(1, H)]
+            elif kind == 1:
+                raw = bytearray(spill_header(wire.SPILL_DATA, q))
+            elif kind == 2:
+                raw[wire.ETHERTYPE_AT + 1] ^= 0x01
+            elif kind == 3:
+                raw[wire.SPILL_OP_AT] = rng.choice([0, wire.SPILL_RETURN, 7])
+            elif kind == 4:
+                raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
+            else:
+                raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=0))
+        return [dict(beat, meta={}) for beat in beats_of(bytes(raw), {}, W)]
+    return _exact(frame)
+
+
+# --- Switch pipeline, in-switch baseline ------------------------------------------------------------------
+
+#: Share of the in-switch pipeline's packets that are long RoCEv2 ones (two beats: a whole packet-store entry,
+#: or more: oversize).
+PIPELINE_LONG = 0.2
+
+
+def pipeline_inswitch(component, rng):
+    """The pipeline's line-rate traffic (``tools.traffic.mixed_beats``: RoCEv2 packets and INA rounds in order,
+    sent round after round), with long RoCEv2 packets between them: of two beats (a whole packet-store entry)
+    and of three or four (past it: ``oversize``), so the packet store writes and reads every beat of an entry."""
+    from tools.traffic import mixed_beats
+    W, B = component.params.spill.data_bytes, component.params.beats
+    pool = mixed_beats(component, 500, rng)
+    long = [beats_of(bytes(roce_packet(src=f"10.2.{n % 4}.{n + 1}", sport=49152 + n, qp=n % 64 + 1, psn=n,
+                                       payload=rng.randbytes(rng.randrange((B - 1) * W, (B + 2) * W - 64)))),
+                     {"port": n % 4}, W) for n in range(64)]
+    where = [0]
+
+    def produce():
+        beat = pool[where[0] % len(pool)]
+        where[0] += 1
+        return [beat, *(rng.choice(long) if rng.random() < PIPELINE_LONG else [])]
     return _exact(produce)

@@ -354,3 +354,20 @@ def test_testbench_stage_shares_one_build(tmp_path):
     pysim_test = ["testbenches/spillway/test_link.py::test_encapsulator[64]"]
     assert _pytest(tree, pysim_test, 1, 0, 900, 0) == "pass"
     assert _pytest(tree, pysim_test, 1, 0, 900, 5 + 1) == "fail"
+
+
+def test_screen_only_forces_constructor_sites(tmp_path):
+    """``--screen-only`` screens and lists, writing no CSV; a mutant of a value the constructor sets (the
+    tracker's slots dirty at reset: ``init=1`` -> 0, elaboration-time) is screened on a build of its own
+    with the constructor's sites forced too, and the soak's opening packet into the reset wipe kills it."""
+    out = tmp_path / "mutants"
+    done = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--match",
+                           'regs("dirty", 1, init=1)', "--screen-only", "--packets", "300", "--jobs", "1",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mutants: bounded_loss_tracker: 1 screened: killed 1, invalid 0, pass 0" in done.stdout, done.stdout
+    assert "on a build of its own: killed" in done.stdout, done.stdout
+    assert not (out / "bounded_loss_tracker.csv").exists()
+    both = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--screen-only",
+                           "--no-screen"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert both.returncode != 0 and "--screen-only and --no-screen" in both.stderr, both.stderr

@@ -74,8 +74,8 @@ class Miter(Elaboratable):
         m = Module()
         copies = []
         for which, label in ((schemata.ORIGINAL, "design"), (self.n, "mutant")):
-            component = self.b.build(self.params)
-            with schemata.forcing(which):
+            with schemata.forcing(which):          # the constructor's sites too (init values, widths)
+                component = self.b.build(self.params)
                 m.submodules[label] = _Elaborated(Fragment.get(component, None))
             copies.append(component)
         first, second = copies

@@ -306,6 +306,8 @@ def parser():
     parser.add_argument("--miter-timeout", type=integer(1), default=campaign.MITER,
                         help=f"seconds a miter may take; past them the mutant survives ({campaign.MITER})")
     parser.add_argument("--no-screen", action="store_true", help="no screening: every mutant runs the testbenches")
+    parser.add_argument("--screen-only", action="store_true",
+                        help="screening only: list the mutants it lets pass (its survivors), write no CSV")
     parser.add_argument("--no-formal", action="store_true", help="no proofs")
     parser.add_argument("--no-miter", action="store_true", help="no equivalence miter")
     parser.add_argument("--no-baseline", action="store_true",
@@ -328,6 +330,8 @@ def main(argv=None):
         names = [n for n in registry.names() if generate(Sources(block(n).sources()).text)]
     else:
         names = [block(args.block).name]
+    if args.screen_only and args.no_screen:
+        raise ValueError("--screen-only and --no-screen: choose one")
     if args.docs:
         changed = sections.rewrite(DOCS, "mutants", markdown(names))
         print(f"{'written' if changed else 'unchanged'}: {DOCS.relative_to(ROOT)} (mutants table)")
@@ -336,7 +340,7 @@ def main(argv=None):
         plans = [plan for plan in (select(name, args) for name in names) if plan]
         if plans and not args.list:
             campaign_run(plans, args)
-    if args.summary or len(names) > 1:
+    if args.summary or (len(names) > 1 and not args.screen_only):
         summary(names)
 
 
@@ -404,17 +408,23 @@ def run_mutant(name, mutant, **options):
 
 
 def campaign_run(plans, args):
-    """Every stage on the plans' mutants (``decide``), then the report of each block (merged into its CSV)."""
+    """Every stage on the plans' mutants (``decide``), then the report of each block (merged into its CSV);
+    with ``--screen-only`` screening alone, then the mutants it let pass (``screened``)."""
     progress = campaign.Progress(sum(len(p.mutants) for p in plans))
+    if args.screen_only:
+        verdicts = screen(plans, args, progress)
+        for p in plans:
+            screened(p, verdicts[p.block.name])
+        return
     rows = decide(plans, args, progress)
     for p in plans:
         progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
         report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows[p.block.name]))
 
 
-def decide(plans, args, progress):
-    """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
-    survivors, the miter of what is left."""
+def screen(plans, args, progress):
+    """{block: {id: verdict}} of the plans' mutants (``campaign.Screening.verdicts``; screen ``-``: not
+    screened, with ``--no-screen``)."""
     jobs = max(1, args.jobs)
     verdicts = {p.block.name: {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants} for p in plans}
     for p in plans:
@@ -431,6 +441,14 @@ def decide(plans, args, progress):
                          f"screening {s.b.name} #{n} on a build of its own: {fate}")
         for s in screenings:
             verdicts[s.b.name].update(s.verdicts())
+    return verdicts
+
+
+def decide(plans, args, progress):
+    """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
+    survivors, the miter of what is left."""
+    jobs = max(1, args.jobs)
+    verdicts = screen(plans, args, progress)
     rows = {}
     for p in plans:
         rows[p.block.name] = testbenches(p, verdicts[p.block.name], args, progress)
@@ -444,6 +462,18 @@ def decide(plans, args, progress):
                 row["miter"], row["reason"] = verdict, detail
                 progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
     return rows
+
+
+def screened(p, verdicts):
+    """Print what screening made of plan ``p``'s mutants, and each mutant it let pass with its line and why."""
+    counts = {k: sum(v["screen"] == k for v in verdicts.values()) for k in ("killed", "invalid", "pass")}
+    print(f"mutants: {p.block.name}: {len(verdicts)} screened: " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+    source = p.sources.text
+    for m in p.mutants:
+        if verdicts[m.id]["screen"] == "pass":
+            before, after = m.describe(source)
+            print(f"  pass #{m.id} {m.operator} {p.sources.where(m.line)}: {before}  ->  {after}: "
+                  f"{verdicts[m.id]['reason']}")
 
 
 def testbenches(p, verdicts, args, progress):

@@ -153,12 +153,23 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=No
     work = ROOT / "build" / "screening" / (label + ("" if force is None else f"-m{force}"))
     work.mkdir(parents=True, exist_ok=True)
     schemata.clear()
-    component = b.build(params)
+    try:
+        with schemata.forcing(force) if force is not None else contextlib.nullcontext():
+            component = b.build(params)         # the constructor's sites too (init values, widths)
+    except Exception as error:                  # Amaranth cannot build the mutant
+        if force is None:
+            raise
+        report = {"design": label, "packets": packets, "seed": seed, "beats": 0,
+                  "results": {force: {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}}}
+        Path(out).write_text(json.dumps(report, indent=1))
+        return report
     start = time.monotonic()
     words, expected = stimulus(b, component, params, packets, seed)
     model_seconds = time.monotonic() - start
     exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
-    wrapper = checked.Checked(component, max(1, len(words)), exp_depth, select=schemata.select())
+    # the stimulus and command memories share one depth: a run may carry more commands than beats
+    depth = max(1, len(words), len(expected.commands))
+    wrapper = checked.Checked(component, depth, exp_depth, select=schemata.select())
     report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {}}
     try:
         with schemata.forcing(force) if force is not None else contextlib.nullcontext():
