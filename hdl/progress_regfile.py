@@ -173,12 +173,12 @@ class ProgressRegfile(wiring.Component):
         timer = Signal(self.epoch_bits + self.age_bits)     # ageing: a free-running timer, its epoch
         m.d.sync += timer.eq(timer + 1)
         m.d.comb += self.epoch.eq(timer[self.epoch_bits:])
-        last_opcode = Cat(*(bth.opcode == op for op in LAST_OPCODES)).any() if self.message_steps else 0
         with m.If(load):
             m.d.sync += [
                 b.valid.eq(accept), b.beat.eq(beat), b.first.eq(parser.first), b.malformed.eq(malformed),
                 b.roce.eq(ipv4_udp & ~malformed & parser.is_roce), b.qp.eq(bth.dqpn),
-                b.last_opcode.eq(last_opcode), b.tos.eq(ip.tos), b.marked_checksum.eq(~total[:16]),
+                b.last_opcode.eq(Cat(*(bth.opcode == op for op in LAST_OPCODES)).any()), b.tos.eq(ip.tos),
+                b.marked_checksum.eq(~total[:16]),
                 b.epoch.eq(self.epoch),
             ]
 
@@ -199,7 +199,9 @@ class ProgressRegfile(wiring.Component):
         count = Signal(16)
         step = Signal(bits)
         m.d.comb += [count.eq(row.count[position]), step.eq(row.step[position])]
-        closes = (count + 1 >= setting.chunk) | c.last_opcode
+        closes = (count + 1 >= setting.chunk)
+        if self.message_steps:
+            closes = closes | c.last_opcode
         new_step = Mux(closes & (step != top), step + 1, step)
         new_count = Mux(closes, 0, count + 1)
         steps = [Mux(position == p, new_step, row.step[p]) for p in range(R)]

@@ -47,9 +47,18 @@ def test_report_and_fpga_agree_on_memories(name, tmp_path):
 
 def test_combinational_read_refused(tmp_path):
     """A memory read combinationally cannot be block RAM: without its entry in tools/fpga.toml the flow stops,
-    naming it (the progress register file's flow table)."""
-    with pytest.raises(ValueError, match="memory (flows|rows|settings) has no block RAM mapping"):
-        fpga.synthesise("progress_regfile", {}, tmp_path, distributed=())
+    naming it (the packet FIFO's storage)."""
+    with pytest.raises(ValueError, match="memory fifo.storage has no block RAM mapping"):
+        fpga.synthesise("packet_fifo", {}, tmp_path, distributed=())
+
+
+def test_progress_tables_in_block_ram(tmp_path):
+    """The progress register file's three tables (SRAM) have registered reads: with no memory allowed to be
+    distributed RAM, each maps to block RAM (small parameters for the suite's budget; ``make fpga`` maps them
+    at the defaults)."""
+    fpga.synthesise("progress_regfile", {"jobs": 2, "ring": 2, "table": 4}, tmp_path, distributed=())
+    mapping = fpga.memory_mapping((tmp_path / "yosys.log").read_text())
+    assert mapping == {"flows": "block RAM", "rows": "block RAM", "settings": "block RAM"}, mapping
 
 
 def test_problems():
