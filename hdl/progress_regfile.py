@@ -204,7 +204,6 @@ class ProgressRegfile(wiring.Component):
             closes = closes | c.last_opcode
         new_step = Mux(closes & (step != top), step + 1, step)
         new_count = Mux(closes, 0, count + 1)
-        steps = [Mux(position == p, new_step, row.step[p]) for p in range(R)]
 
         # Ageing: the other positions idle for more than age_out epochs (at the packet's acceptance) turn
         # stale; the sender is seen then and live. The minimum is taken over the live positions.
@@ -214,9 +213,13 @@ class ProgressRegfile(wiring.Component):
         stale = [Mux(position == p, 0, row.stale[p] | expired[p]) for p in range(R)]
         turned = [~row.stale[p] & expired[p] & (position != p) for p in range(R)]
         m.d.comb += self.stale.eq(Cat(*stale))
-        minimum = new_step
-        for p in range(R):
-            minimum = Mux(~stale[p] & (steps[p] < minimum), steps[p], minimum)
+        # The minimum over the other live positions, a tree beside the sender's update; then the sender's step.
+        others = [Cat(row.step[p], stale[p] | (position == p)) for p in range(R)]    # {step, left out}
+        while len(others) > 1:
+            pairs = [others[k:k + 2] for k in range(0, len(others), 2)]
+            others = [pair[0] if len(pair) == 1 else Mux(pair[1] < pair[0], pair[1], pair[0]) for pair in pairs]
+        lowest = others[0]
+        minimum = Mux(~lowest[bits] & (lowest[:bits] < new_step), lowest[:bits], new_step)
         ecn = c.tos[:2]
         outpacing = (new_step - self.min_step) > setting.delta
         m.d.comb += [
