@@ -63,7 +63,7 @@ class ProgressRegfile(wiring.Component):
     with its job's ``age_out`` > 0 (0 = ageing off), every other position with
     ``(epoch - seen) mod 2**age_bits > age_out`` turns stale (``aged`` += how many turned; a stale
     position stays stale, so the wrap of ``seen`` cannot revive it once a packet of its job has
-    seen it stale); the sender is seen now and is live again with the step it had (rejoin). Stale
+    seen it stale); the sender is seen (in its packet's epoch) and is live again with its step (rejoin). Stale
     positions are left out of ``min_step``; the sender is always live, so with every other position
     stale its own step is the minimum and nothing is marked. Limits: ``age_out`` <= 2**age_bits - 2
     to ever age; a position is judged only when a packet of its job passes, so a job idle for
