@@ -1,21 +1,28 @@
 """Formal properties of the Symphony progress register file, proved with yosys-smtbmc.
 
-Packets, config commands and ``o.ready`` are free (streams obey their rules). Proved by
-k-induction:
+Packets, config commands and ``o.ready`` are free (streams obey their rules). The spec keeps its own
+copy of the pipeline (``spec_stages``: stages B, C and the output register, advancing together while the
+output can take a beat, read from the ports), so a packet is judged when its first beat leaves stage C
+(SPEC: latency 3). Proved by k-induction:
+
+- every beat leaves three stages after it was taken, in order, its framing kept; a command is taken
+  only with stages B and C empty (the pipeline drained);
 
 - a flow at its job's minimum step is never marked (and the minimum never exceeds its step);
 - shadow run (ring 3): the counters `tracked`, `unknown`, `marked`, `not_ect` increment (saturating) exactly on
   the spec's judgement of each packet taken (its length, its shadow table hit, its expected mark),
   ``malformed`` on a template packet cut inside its UDP header or BTH;
-- ``malformed`` increments (saturating) exactly on the spec's judgement of a packet's first beat (the
+- ``malformed`` increments (saturating) exactly on the spec's judgement of a packet's first beat, as it
+  leaves stage C (the
   model's rules: IPv4/UDP with IHL != 5, no UDP dport in the beat, or RoCEv2 dport and shorter than
   the BTH), where the packet's bytes are defined (keep contiguous, first beat last or full);
 - counters never wrap silently: each one only grows, and an event lost at saturation has set
   the sticky ``saturated`` flag, which rises only on a tracked packet (a step or ``aged`` saturating)
   or with a counter at its top;
-- one register access per array per packet: the flow table is read, the job row read and written
-  at most once from a packet's first beat to its last, never outside an accepted beat; only the
-  first beat touches the state, and a packet never shares the row's write port with a command;
+- one register access per array per packet: the flow table is read at most once from a packet's
+  first beat to its last, never outside an accepted beat; the job row read only as a first beat
+  leaves stage B and written only as it leaves stage C (a beat leaves a stage once); only the first
+  beat touches the state, and a packet never shares the row's write port with a command;
 - reset explored: ``rst`` is free in this proof (asserted at any cycle, mid-packet too; the spec's
   own registers reset with it): the design's first-beat flag equals the spec's framing of the beats
   taken (a reset ends a packet), and the cycle after a reset the counters, ``saturated`` and the
@@ -23,15 +30,18 @@ k-induction:
 
 Checked against an independent shadow (k-induction, unbounded): the spec keeps its own flow table,
 job settings and job rows (steps and counts per position), updated from the same free config commands
-and the tracked packets' QPs read from the beat; for every tracked packet the RTL's step equals the
+and, as each packet leaves stage C, from its QP, TOS, length and epoch as the spec took them from the
+beat when it was accepted; for every tracked packet the RTL's step equals the
 shadow's, its ``min_step`` equals the true minimum of the *live* positions of the shadow row *after*
 this packet's update (ageing: the spec keeps its own clock, last-seen epochs and stale bits; a stale
 position never holds the minimum down), a live flow at that true minimum is never marked, ``aged``
 equals the spec's count of positions that turned stale, and a packet is marked exactly when it is
 ECT(0)/ECT(1) and more than ``delta`` steps ahead of that minimum; the counters increment on the
 spec's judgement of each packet; every forwarded header (valid IPv4 checksum in, any id and TOS, so
-any checksum value) leaves with a valid checksum (RFC 1624 with both end-around-carry folds). Two runs:
-ring 2 (two jobs) and ring 3 (two positions can turn stale on one packet, so ``aged`` must add the count).
+any checksum value) leaves with a valid checksum (RFC 1624 with both end-around-carry folds);
+forwarding: a packet right behind a packet of its job (decided on consecutive advances of the
+pipeline) sees its update. Two runs: ring 2 (two jobs) and ring 3 (two positions can turn stale on one
+packet, so ``aged`` must add the count); a cover run of the shadow reaches its cases, forwarding among them.
 
 Reset in the shadow proofs: ``rst`` is free at every cycle. The SPEC's reset (the model's
 ``reset()``, the RTL docstring's choice): the tables are SRAM and keep their contents, a reset edge
@@ -41,7 +51,10 @@ its clock and ``aged`` reset with the design; every shadow property above then a
 resets. Strengthening invariants (the tables are created in the design's ``__init__``, so the spec
 reads every word through formal-only read ports): every word of the flow table, the job settings and
 the job rows equals the spec's shadow of it; the design's epoch is the spec's clock; every beat starts
-a packet (the shadow runs drive single-beat packets).
+a packet (the shadow runs drive single-beat packets); the design's stages hold the spec's packets
+(stage B the flow entry of its QP, stage C its flow and the row and settings of its job as the shadow
+holds them, forwarded or read; each header of the template with a right checksum, and the checksum it
+gets if marked precomputed right).
 """
 from amaranth.asserts import AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal, Value
