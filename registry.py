@@ -172,9 +172,10 @@ BLOCKS = {b.name: b for b in [
           # epochs of 16 cycles (ageing decided all the time, many at an epoch's edge: a timer one cycle
           # off shows) and 8-bit epochs (the timer wraps every 4096 cycles)
           soak={"epoch_bits": 4, "age_bits": 8}, traffic=soak_traffic.progress_regfile,
-          # ageing: the opening's probe, AGEING packets after the clear; the rest earlier in the opening
-          reached={"unknown": AGEING + 6, "malformed": AGEING + 7, "tracked": 0, "marked": 0, "not_ect": 0,
-                   "aged": AGEING + 4}),
+          # the opening's strays, malformed packet and ageing probe (AGEING packets after the clear) are decided
+          # two packets after each went in (latency 3); the rest earlier in the opening
+          reached={"unknown": AGEING + 7, "malformed": AGEING + 8, "tracked": 0, "marked": 0, "not_ect": 0,
+                   "aged": AGEING + 9}),
     Block("aggregator", Aggregator, AggregatorParams, AggregatorModel,
           "ESA aggregator allocator, ATP/SwitchML baselines", doc="docs/blocks/esa.md", stimulus="ina",
           variants={"atp": {"policy": "atp"}, "switchml": {"policy": "switchml"}}, traffic=soak_traffic.aggregator,

@@ -31,8 +31,8 @@ class PipelineStages(wiring.Component):
        tracked RoCEv2 flows that outpace their ring are ECN-marked; others pass unchanged.
 
     Each stage parses the headers it acts on from beat 0 of the shared ``data_bytes`` bus and
-    passes other packets through, as the stages of a match-action pipeline do. Stages 1 and 2 are
-    register stages (latency 1 each); one beat per cycle end to end.
+    passes other packets through, as the stages of a match-action pipeline do. Stage 1 is a register
+    stage (latency 1), stage 2 three (latency 3: its tables' registered reads); one beat per cycle end to end.
     """
 
     PARAMS = None

@@ -66,10 +66,10 @@ class PipelineStagesModel:
     a pipeline's model adds stage 3 (``stage3(params)``), ``egress`` (one cycle of stage 3 and what
     follows it) and its own counters (``own``).
 
-    The packets come whole with their first beat (``LOOKAHEAD``: stages 1 and 2 decide a packet when
-    they take its first beat); ``step(inputs)`` is one clock cycle (``models/contract.py``). Symphony's
-    ageing timer is the number of cycles since reset: the cycle a beat enters stage 2 or a command is
-    taken is passed to the progress file's model.
+    The packets come whole with their first beat (``LOOKAHEAD``: stage 1 decides a packet when it takes
+    its first beat); ``step(inputs)`` is one clock cycle (``models/contract.py``). Stage 2 is the progress
+    file's own cycle model (``ProgressRegfileModel.step``: three register stages, a command taken once
+    they drained); its output register is ``stage2``.
     """
 
     KIND = "cycle"
@@ -90,9 +90,8 @@ class PipelineStagesModel:
         self.sym.reset()
         self.spill.reset()
         self.ingress = collections.deque()      # the beats of the packet on i: (packet, meta, beat)
-        self.stage1 = self.stage2 = None        # register stages: (packet, meta, first, last); a beat
-        self.packet1 = self.packet2 = None      # the packet each stage is in, after the stage
-        self.time = 0                           # cycles since reset: Symphony's ageing timer
+        self.stage1 = None                      # stage 1's register: (packet, meta, beat) after the stage
+        self.packet1 = self.beats1 = None       # the packet stage 1 is in, after the stage; its beats to come
 
     def counters(self):
         """Every counter port of the RTL with the value it must show."""
@@ -111,10 +110,15 @@ class PipelineStagesModel:
             self.ingress.extend((raw, meta, beat) for beat in beats_of(raw, meta, self.width))
         valid, cmd = inputs["i__valid"], inputs["cfg__payload"]
         outputs, enter = self.egress(inputs)
-        load1, load2 = self._advance(enter, valid, cmd)
+        load1, cfg_ready = self._advance(enter, valid, cmd)
         outputs.update({"i__ready": int(load1) if valid else None,
-                        "cfg__ready": int(load2) if cmd is not None else None})
+                        "cfg__ready": int(cfg_ready) if cmd is not None else None})
         return outputs
+
+    @property
+    def stage2(self):
+        """Stage 2's output register: the progress file's, a beat or None."""
+        return self.sym.out
 
     def _stage1(self, raw, meta, beat):
         """Stage 1 takes an ingress beat: the aggregator decides a packet on its first beat."""
@@ -125,32 +129,22 @@ class PipelineStagesModel:
             else:           # passed unchanged beat for beat, or dropped with all its beats
                 assert outputs in ([], [(raw, meta)]), "a multi-beat packet is passed or dropped"
                 self.packet1 = outputs[0] if outputs else None
+            self.beats1 = beats_of(*self.packet1, self.width) if self.packet1 is not None else None
         if self.packet1 is None:
             return None
-        out, out_meta = self.packet1
-        return out, out_meta, beat["first"], beat["last"]
-
-    def _stage2(self, entry):
-        """Stage 2 takes a beat of stage 1: Symphony decides a packet on its first beat."""
-        raw, meta, first, last = entry
-        if first:
-            self.packet2 = beats_of(self.sym.packet(raw, self.time), meta, self.width)
-        return self.packet2.pop(0)
+        return *self.packet1, self.beats1.pop(0)
 
     def _advance(self, enter, valid, cmd):
         """Stages 1 and 2 at the clock edge; ``enter``: stage 3 takes stage 2's beat. Returns
-        ``(load1, load2)`` (the ready of ``i`` and of ``cfg``)."""
-        load2 = self.stage2 is None or enter
-        take2 = load2 and cmd is None           # a command takes stage 2's cycle
-        load1 = self.stage1 is None or take2
-        if load2 and cmd is not None:
-            self.sym.config(cmd, self.time)
-        if load2:
-            self.stage2 = None if self.stage1 is None or not take2 else self._stage2(self.stage1)
+        ``(load1, cfg_ready)`` (the ready of ``i`` and of ``cfg``)."""
+        beat = self.stage1[2] if self.stage1 is not None else None
+        sym = self.sym.step({"i__valid": int(beat is not None), "i__payload": beat,
+                             "i__packet": Packet(*self.stage1[:2]) if beat is not None and beat["first"] else None,
+                             "o__ready": int(enter), "cfg__valid": int(cmd is not None), "cfg__payload": cmd})
+        load1 = self.stage1 is None or bool(sym["i__ready"])
         if load1:
             self.stage1 = self._stage1(*self.ingress.popleft()) if valid else None
-        self.time += 1
-        return load1, load2
+        return load1, sym["cfg__ready"]
 
 
 class PipelineModel(PipelineStagesModel):

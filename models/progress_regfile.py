@@ -43,11 +43,14 @@ def ip_checksum_update(checksum, old_word, new_word):
 class ProgressRegfileModel:
     """Cycle-accurate model (``models/contract.py``) of ``ProgressRegfile``, with its ``ProgressRegfileParams``.
 
-    ``step`` is one clock cycle: the output register (latency 1, one beat a cycle), ``cfg.ready =
-    ~o.valid | o.ready`` and ``i.ready`` the same while no command is offered (a command takes the
-    cycle first); the counters and ``saturated`` as the RTL's registers show them. A packet is decided
-    whole in the cycle its first beat goes in (``LOOKAHEAD``): its first beat leaves with the header
-    ``packet`` rewrites, the other beats unchanged.
+    ``step`` is one clock cycle: three register stages behind ``i`` (B, C and the output register:
+    latency 3, one beat a cycle), advancing together while the output can take a beat (``load = ~o.valid
+    | o.ready``), ``i.ready = load`` while no command is offered; ``cfg.ready`` while stages B and C hold
+    no beat (a command offered holds the packets back until the pipeline drained, then takes effect in
+    its cycle); the counters and ``saturated`` as the RTL's registers show them. A packet is decided
+    whole (``LOOKAHEAD``: its bytes come with its first beat) when its first beat leaves stage C, with
+    the timer cycle of its acceptance: its first beat leaves with the header ``packet`` rewrites, the
+    other beats unchanged. A reset loses the beats in the stages undecided.
 
     ``config`` and ``packet`` are the packet-level API (``models/pipeline.py`` composes them), in the
     order the RTL took them, each with ``cycle``: the number of cycles since the last reset was
@@ -79,11 +82,12 @@ class ProgressRegfileModel:
         self.reset()
 
     def reset(self):
-        """A reset clears counters, flags, the timer and the output register; the tables are SRAM and
-        keep their contents."""
+        """A reset clears counters, flags, the timer and the stages (their beats are lost); the tables are
+        SRAM and keep their contents."""
         self.counters.clear()
         self.saturated = False
         self.time = 0                   # cycles since reset: the RTL's timer
+        self.stages = [None, None]      # stages B and C: (beat, packet bytes or None, acceptance cycle)
         self.out = None                 # the output register's beat
 
     def step(self, inputs):
@@ -91,18 +95,25 @@ class ProgressRegfileModel:
                    "saturated": int(self.saturated), **self.counters()}
         load = self.out is None or bool(inputs["o__ready"])
         cmd, beat = inputs["cfg__payload"], inputs["i__payload"]
-        outputs.update(cfg__ready=int(load), i__ready=int(load and cmd is None))
+        drained = self.stages == [None, None]
+        outputs.update(cfg__ready=int(drained), i__ready=int(load and cmd is None))
+        if cmd is not None and drained:
+            self.config(cmd, self.time)
         if load:
-            self.out = None
-            if cmd is not None:
-                self.config(cmd, self.time)
-            elif beat is not None:
-                if beat["first"]:
-                    head = self.packet(inputs["i__packet"].data, self.time)[:self.data_bytes]
-                    beat = dict(beat, data=int.from_bytes(head, "little"))
-                self.out = beat
+            taken = None
+            if beat is not None and cmd is None:
+                taken = (beat, inputs["i__packet"].data if beat["first"] else None, self.time)
+            self.out = self._decide(*self.stages[1]) if self.stages[1] is not None else None
+            self.stages = [taken, self.stages[0]]
         self.time += 1
         return outputs
+
+    def _decide(self, beat, raw, cycle):
+        """The beat stage C passes on: a first beat's packet decided, its header rewritten."""
+        if raw is None:
+            return beat
+        head = self.packet(raw, cycle)[:self.data_bytes]
+        return dict(beat, data=int.from_bytes(head, "little"))
 
     def _count(self, name, n=1):
         if self.counters[name] + n > (1 << self.counter_bits) - 1:

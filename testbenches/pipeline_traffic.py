@@ -315,7 +315,7 @@ async def line_rate(t):
         await RisingEdge(dut.clk)
     total = t.cycle - start
     assert accepted <= count + 1, f"{count} packets took {accepted} cycles to enter"
-    assert total <= count + 5, f"{count} packets took {total} cycles to leave"
+    assert total <= count + 7, f"{count} packets took {total} cycles to leave"   # + latency (stage 2: 3 cycles)
     t.check("line_rate")
     cocotb.log.info("line rate: %d packets in %d cycles (in), %d cycles (out)", count, accepted, total)
 

@@ -117,17 +117,19 @@ def progress_regfile(component, rng):
         return [0, 1, 3] if phase % 2 else [0, 1, 2, 3]
 
     def opening():
-        """The first items: the whole configuration, then packets that mark, by construction, and a job-1
-        packet ``AGEING`` single-beat packets after job 1 was cleared: at least that many cycles later,
-        past its ``age_out`` of 2 epochs when an epoch is at most ``AGEING // 3`` cycles, so its silent
-        position 3 turns stale (``aged``)."""
+        """The first items: the whole configuration, then packets that mark, by construction, two strays
+        (``unknown``), a malformed packet and a job-1 packet more than ``AGEING`` single-beat packets after
+        job 1 was cleared: at least that many cycles later, past its ``age_out`` of 2 epochs when an epoch
+        is at most ``AGEING // 3`` cycles, so its silent position 3 turns stale (``aged``); then two
+        packets of job 2, in whose cycles the last ones are decided (the block's latency is 3)."""
         items = [job_cmd(job) for job in range(4)]
         items += [install(job, position) for job in range(4) for position in range(4)]
         for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (position 3)
             items += pool[0, 0, tos, 2]
         for n in range(AGEING):
             items += pool[2, n % 4, ECT0, 2]
-        return items + pool[1, 0, ECT0, 2] + strays[0] + strays[-1] + malformed
+        items += strays[0] + strays[-1] + malformed + pool[1, 0, ECT0, 2]
+        return items + pool[2, 0, ECT0, 2] + pool[2, 1, ECT0, 2]
 
     def reconfigure(phase):
         job = phase % 4

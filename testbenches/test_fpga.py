@@ -1,8 +1,14 @@
 """The FPGA flow (``tools/fpga.py``, ``make fpga``): one small block through synthesis, place and route within
 the suite's budget, its report parsed and its Fmax against the goal; and ``make report`` and ``make fpga``
 seeing the same memories in every block. The full run over every block is ``make fpga``."""
-import pytest
+from types import SimpleNamespace
 
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+import registry
 from tools import fpga, report
 
 pytestmark = pytest.mark.xdist_group("fpga")
@@ -50,11 +56,37 @@ def test_report_and_fpga_agree_on_memories(name, tmp_path):
     assert generic, f"{name} holds no memory: WITH_MEMORIES is stale"
 
 
-def test_combinational_read_refused(tmp_path):
+class CombinationalRead(wiring.Component):
+    """A 16-word table read combinationally (no registered block in the project has one any more)."""
+
+    addr: In(4)
+    data: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.table = table = memory.Memory(shape=8, depth=16, init=[])
+        read, write = table.read_port(domain="comb"), table.write_port()
+        m.d.comb += [read.addr.eq(self.addr), self.data.eq(read.data),
+                     write.addr.eq(self.addr), write.data.eq(self.addr), write.en.eq(1)]
+        return m
+
+
+def test_combinational_read_refused(tmp_path, monkeypatch):
     """A memory read combinationally cannot be block RAM: without its entry in tools/fpga.toml the flow stops,
-    naming it (the progress register file's flow table)."""
-    with pytest.raises(ValueError, match="memory (flows|rows|settings) has no block RAM mapping"):
-        fpga.synthesise("progress_regfile", {}, tmp_path, distributed=())
+    naming it."""
+    monkeypatch.setattr(registry, "block", lambda name: SimpleNamespace(build=lambda params: CombinationalRead(),
+                                                                        make_params=lambda overrides: None))
+    with pytest.raises(ValueError, match="memory table has no block RAM mapping"):
+        fpga.synthesise("combinational", {}, tmp_path, distributed=())
+
+
+def test_progress_tables_in_block_ram(tmp_path):
+    """The progress register file's three tables (SRAM) have registered reads: with no memory allowed to be
+    distributed RAM, each maps to block RAM (small parameters for the suite's budget; ``make fpga`` maps them
+    at the defaults)."""
+    fpga.synthesise("progress_regfile", {"jobs": 2, "ring": 2, "table": 4}, tmp_path, distributed=())
+    mapping = fpga.memory_mapping((tmp_path / "yosys.log").read_text())
+    assert mapping == {"flows": "block RAM", "rows": "block RAM", "settings": "block RAM"}, mapping
 
 
 def test_problems():

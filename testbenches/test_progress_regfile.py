@@ -624,7 +624,8 @@ async def reset_mid_traffic(dut):
 
 @cocotb.test()
 async def line_rate(dut):
-    """Single-beat tracked packets enter and leave one per cycle."""
+    """Single-beat tracked packets enter and leave one per cycle, each 3 cycles after it entered (stages
+    B, C and the output register)."""
     t = TB(dut)
     await tb.reset(dut)
     await install_ring(t, 0, 2, 1)
@@ -635,6 +636,7 @@ async def line_rate(dut):
     t.check("line_rate")
     assert t.accepts[-1] - t.accepts[0] == count - 1, f"entered in {t.accepts[-1] - t.accepts[0] + 1} cycles"
     assert t.emits[-1] - t.emits[0] == count - 1, f"left in {t.emits[-1] - t.emits[0] + 1} cycles"
+    assert [out - into for into, out in zip(t.accepts, t.emits)] == [3] * count, "latency 3 cycles"
 
 
 PARAMS = {
