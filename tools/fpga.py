@@ -276,8 +276,8 @@ def main(argv=None):
             print(f" {row['fmax_mhz']} MHz, {row['seconds']} s", file=sys.stderr, flush=True)
             rows = [kept[n] for n in BLOCKS if n in kept]      # the other blocks' rows of the CSV are kept
             _write(rows, csv_path)
-        print(f"written {csv_path} ({_clock(time.perf_counter() - begin)}; the rows of {len(names)} blocks, "
-              f"{len(rows) - len(names)} kept from its last runs)")
+        print(f"written {csv_path} ({_clock(time.perf_counter() - begin)}; {len(names)} rows of this run, "
+              f"{len(rows) - len(names)} kept from earlier runs)")
     print(markdown(rows, known))
     if args.docs:
         sections.rewrite(DOCS, "fpga", markdown(rows, known))
