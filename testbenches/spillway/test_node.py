@@ -319,6 +319,8 @@ async def frame_edges(dut):
 PARAMS = {
     "p3": P,
     "p1w32": SpillNodeParams(ports=1, capacity=2, mtu=120, data_bytes=32),
+    #: a capacity that is not a power of two: the FIFO pointers wrap at C - 1 before their width does
+    "p2c3": SpillNodeParams(ports=2, capacity=3, mtu=120, data_bytes=32),
 }
 
 
