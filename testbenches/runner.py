@@ -177,7 +177,19 @@ def _design_stamp(component_cls, params, src):
     return digest.hexdigest()
 
 
-def _build_of(build_dir, make, stamp, cover):
+def _emit_once(build_dir, stamp, params, emit, outputs=("top.v",)):
+    """Under the build's lock: ``emit()`` writes the build's design (``outputs``) unless they hold the design
+    of ``stamp`` (``_design_stamp``) already."""
+    stamp_file = build_dir / "design.sha256"
+    if all((build_dir / name).exists() for name in outputs) and stamp_file.exists() and stamp_file.read_text() == stamp:
+        return
+    stamp_file.unlink(missing_ok=True)
+    emit()
+    (build_dir / "params.json").write_text(_encode(params))
+    stamp_file.write_text(stamp)
+
+
+def _build_of(build_dir, make, stamp, params, cover):
     """(build directory, extra source files, plusargs) of a test build. In a mutant schemata tree run for one
     mutant (``INNET_MUTANT``, tools/schemata.py) every mutant shares one build, ``<build_dir>-schemata``
     (its sites run-time choices, the value given to the simulator); a mutant static in it (an elaboration-time
@@ -189,14 +201,14 @@ def _build_of(build_dir, make, stamp, cover):
         return build_dir, {}, []
     shared = build_dir.with_name(build_dir.name + "-schemata")
     shared.mkdir(parents=True, exist_ok=True)
+    seen_file = shared / "outcomes.json"
+
+    def emit():
+        seen = emit_schemata(make, shared / "top.v", src=cover)
+        seen_file.write_text(json.dumps({n: sorted(outcome) for n, outcome in seen.items()}))
     with open(shared / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp_file, seen_file = shared / "design.sha256", shared / "outcomes.json"
-        if not stamp_file.exists() or stamp_file.read_text() != stamp or not seen_file.exists():
-            stamp_file.unlink(missing_ok=True)
-            seen = emit_schemata(make, shared / "top.v", src=cover)
-            seen_file.write_text(json.dumps({n: sorted(outcome) for n, outcome in seen.items()}))
-            stamp_file.write_text(stamp)
+        _emit_once(shared, stamp, params, emit, outputs=("top.v", seen_file.name))
         seen = json.loads(seen_file.read_text())
     if "static" in seen.get(str(int(value) - 1), ()):
         own = build_dir.with_name(f"{build_dir.name}-mutant{value}")
@@ -417,7 +429,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     make = (lambda: component_cls(params)) if hasattr(params, "as_dict") else (lambda: component_cls(**params))
     stamp = _design_stamp(component_cls, params, cover)
     build_dir, files, plusargs = _build_of(BUILD / block / (_tag(params) + (f"-{kind}" if kind else "")
-                                                           + ("-cov" if cover else "")), make, stamp, cover)
+                                                           + ("-cov" if cover else "")), make, stamp, params, cover)
     runs = runs_dir(build_dir)
     test_dir = runs / testcase
     test_dir.mkdir(parents=True, exist_ok=True)
@@ -442,12 +454,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     # another xdist worker exec-ing it then would get "Permission denied").
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        source, stamp_file = build_dir / "top.v", build_dir / "design.sha256"
-        if not source.exists() or not stamp_file.exists() or stamp_file.read_text() != stamp:
-            stamp_file.unlink(missing_ok=True)
-            emit_verilog(make(), source, src=cover)
-            (build_dir / "params.json").write_text(_encode(params))
-            stamp_file.write_text(stamp)
+        _emit_once(build_dir, stamp, params, lambda: emit_verilog(make(), build_dir / "top.v", src=cover))
         runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
                      waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
         _keep_runtime(build_dir, runtime)
