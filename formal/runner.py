@@ -11,7 +11,8 @@
 
 A failed check raises ``FormalFailure`` naming the failing property (its message and source line),
 the counterexample trace and the log. Work files go to ``build/formal/<name>/`` (SymbiYosys's own in
-``top_<mode>/``). A ``bmc`` run (a safety property checked only to a depth) needs its reason in
+``top_<mode>/``; with ``INNET_FORMAL=DIR`` under ``DIR/<name>/``: a mutation run's concurrent proofs of one
+name). A ``bmc`` run (a safety property checked only to a depth) needs its reason in
 ``formal/bounded.toml`` (``bounded_reason``): without one ``prove`` refuses to run it. Every result
 records its engine and the parameters of the design under proof (``params``: the fields that differ
 from the defaults), which ``formal.summary`` tabulates; a passed check's mode, depth, test and properties
@@ -253,7 +254,7 @@ def prove(spec, name, depth=20, mode="prove", solver="yices"):
         raise FormalFailure(f"{name}: a bounded check (bmc) of safety properties without a recorded reason: prove "
                             f"it (mode='prove') or give the reason and what would close it in {BOUNDED.name}")
     yosys, smtbmc = tools(solver)
-    work = BUILD / name
+    work = Path(os.environ.get("INNET_FORMAL", BUILD)) / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log = work / "formal.log"

@@ -13,6 +13,7 @@ pass, on the first design that elaborates it.
 Both stages run ``jobs`` processes at a time; ``Progress`` prints how many mutants are decided, of how
 many, and an estimate of the time left.
 """
+import collections
 import json
 import os
 import signal
@@ -48,19 +49,28 @@ def label(design, variant):
 
 
 class Progress:
-    """Mutants decided of ``total``, the time so far and an estimate of the time left (the time so far
-    per mutant decided), one line a step; ``decided``: the (block, id) of the mutants the step decided."""
+    """Mutants decided of ``total``, the time so far and an estimate of the time left, one line a step;
+    ``decided``: the (block, id) of the mutants the step decided. The estimate is the pace of the last
+    ``WINDOW`` steps that decided some (screening decides hundreds a minute, the testbench stage a few)."""
+
+    WINDOW = 20
 
     def __init__(self, total):
         self.total, self.decided, self.start = total, set(), time.monotonic()
-        self.lock = threading.Lock()
+        self.lock, self.recent = threading.Lock(), collections.deque([(self.start, 0)], maxlen=self.WINDOW + 1)
 
     def __call__(self, decided, message):
         with self.lock:
+            before = len(self.decided)
             self.decided.update(decided)
-            done, elapsed = len(self.decided), time.monotonic() - self.start
-            eta = f", ETA {elapsed / done * (self.total - done):.0f} s" if 0 < done < self.total else ""
-            print(f"mutants: [{done}/{self.total}, {elapsed:.0f} s{eta}] {message}", flush=True)
+            done, now = len(self.decided), time.monotonic()
+            if done > before:
+                self.recent.append((now, done))
+            (then, done_then), pace = self.recent[0], None
+            if done > done_then and now > then:
+                pace = (now - then) / (done - done_then)
+            eta = f", ETA {pace * (self.total - done):.0f} s" if pace and 0 < done < self.total else ""
+            print(f"mutants: [{done}/{self.total}, {now - self.start:.0f} s{eta}] {message}", flush=True)
 
 
 def kill_session(session):
@@ -94,7 +104,7 @@ def _python(tree, args, what, timeout=TIMEOUT):
 
 class Screening:
     """The screening of the mutants ``ids`` of block ``b`` in its schemata ``tree``: ``run`` screens them on
-    every design's one build, ``force`` one static mutant on builds of its own (``statics``: those left),
+    every design's one build, ``force`` static mutants on builds of their own (``statics``: those left),
     ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid; ``place``
     the (design, variant) that first elaborates the mutant (None: none does)."""
 
@@ -141,21 +151,30 @@ class Screening:
         """The mutants left that some design elaborates as elaboration-time Python."""
         return [n for n in sorted(self.alive) if n in self.where]
 
-    def force(self, n):
-        """Screen mutant ``n`` on a build of its own for each design where it is static, until one kills it;
-        returns what became of it (killed, invalid or pass)."""
-        for design, variant in self.where[n]:
+    def force(self, ids):
+        """Screen the static mutants ``ids`` on builds of their own, design by design (one process per design:
+        its traffic and model outputs computed once), each on the designs where it is static until one kills
+        it; returns {id: what became of it} (killed, invalid or pass)."""
+        left = list(ids)
+        for design, variant in designs(self.b):
+            batch = [n for n in left if (design, variant) in self.where[n]]
+            if not batch:
+                continue
             name = label(design, variant)
-            result = self._screening(design, variant, self.tree / "build" / f"screening-{name}-m{n}.json",
-                                     "--force", str(n))["results"][str(n)]
-            verdict = {"screen": "invalid", "reason": result["reason"], "place": None} if result.get("invalid") \
-                else {"screen": "killed", "reason": f"{name}, a build of its own: {result['reason']}",
-                      "place": self.where[n][0]} if result["killed"] else None
-            if verdict:
-                self.out[n] = verdict
+            results = self._screening(design, variant, self.tree / "build" / f"screening-{name}-m{batch[0]}.json",
+                                      "--force", ",".join(map(str, batch)))["results"]
+            for n in batch:
+                result = results[str(n)]
+                if result.get("invalid"):
+                    self.out[n] = {"screen": "invalid", "reason": result["reason"], "place": None}
+                elif result["killed"]:
+                    self.out[n] = {"screen": "killed", "reason": f"{name}, a build of its own: {result['reason']}",
+                                   "place": self.where[n][0]}
+                else:
+                    continue
                 self.alive.discard(n)
-                return verdict["screen"]
-        return "pass"
+                left.remove(n)
+        return {n: self.out[n]["screen"] if n in self.out else "pass" for n in ids}
 
     def verdicts(self):
         out = dict(self.out)

@@ -23,10 +23,12 @@ stages until one decides it (``_fate``):
    ``build/mutants/<block>/schemata``; the checked engine runs the soak traffic against each mutant in
    turn at C++ speed, the golden model's expected outputs computed once; the first mismatch kills;
 2. the survivors run the block's simulations (``sim_tests``: its testbench
-   ``registry.Block.testbench()``, the other testbenches that exercise it, its soak run) and its proofs
-   (``Block.proofs()``), each stopping at the first failure, each an AST mutant applied to a copy of the
-   repository under ``build/mutants/<block>/tree``; a mutant Amaranth cannot elaborate is ``invalid``;
-3. what is left goes to the *miter* (tools/miter.py): proved equivalent to the design, or not;
+   ``registry.Block.testbench()``, the other testbenches that exercise it, its soak run), then its proofs
+   (``Block.proofs()``), in one pytest session stopping at the first failure (``TestStage``), ``--jobs``
+   mutants at a time in the schemata tree; a test that fails counts only if the unmutated design passes
+   it; a mutant Amaranth cannot elaborate is ``invalid``;
+3. what is left, unless already argued equivalent, goes to the *miter* (tools/miter.py): proved equivalent
+   to the design, or not;
 4. only then does a survivor need an argument in ``tools/equivalent_mutants.toml``, or a new test or
    property that kills it.
 
@@ -43,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 import xml.etree.ElementTree as ElementTree
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +71,8 @@ SWAP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.
 TIMEOUT = 1800
 #: Packets of soak traffic a screening run sends (the soak's 1e5), and the miter's bounded depth.
 PACKETS, DEPTH = 100_000, 10
+#: Static mutants (elaboration-time sites) a screening process builds one by one (one traffic, one model).
+STATICS = 8
 #: The page holding the campaign's table (``--docs``).
 DOCS = ROOT / "docs" / "verification.md"
 
@@ -229,11 +234,17 @@ def sim_tests(b):
     return [b.testbench(), *b.tests, f"testbenches/test_soak.py::test_soak[{b.name}-soak]"]
 
 
-def _pytest(tree, paths, seed, jobs, timeout, mutant=None):
+def _pytest(tree, paths, seed, jobs, timeout, mutant=None, env=None):
+    """The verdict of ``_run_tests`` alone: "pass", "fail" or "timeout"."""
+    return _run_tests(tree, paths, seed, jobs, timeout, mutant, env)[0]
+
+
+def _run_tests(tree, paths, seed, jobs, timeout, mutant=None, env=None):
     """Run the tests ``paths`` in ``tree`` (a schemata tree: on ``mutant``, its mutant-select value, ``n + 1``
-    for mutant ``n``, 0 for the design) stopping at the first failure: "pass", "fail" or "timeout";
-    ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage error, a
-    module that does not import).
+    for mutant ``n``, 0 for the design; ``env``: more variables) stopping at the first failure: (verdict,
+    test), the verdict "pass", "fail" or "timeout", the test the pytest node id of the failing one (None
+    unless "fail"); ``RuntimeError`` when pytest cannot run them (a test path that does not exist, a usage
+    error, a module that does not import).
 
     A failure is read from the run's JUnit file, not from the exit status: under pytest-xdist,
     ``pytest -x -n N`` exits with 2 (interrupted) on a failing test, where plain ``pytest -x`` exits
@@ -243,7 +254,8 @@ def _pytest(tree, paths, seed, jobs, timeout, mutant=None):
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
                    *paths, *(["-n", str(jobs)] if jobs else [])]
         # its own process group: a timeout kills the simulators pytest started too, not pytest alone
-        env = dict(os.environ, INNET_SEED=str(seed), **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
+        env = dict(os.environ, INNET_SEED=str(seed), **(env or {}),
+                   **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
         with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) as process:
             try:
@@ -251,23 +263,31 @@ def _pytest(tree, paths, seed, jobs, timeout, mutant=None):
             except subprocess.TimeoutExpired:
                 campaign.kill_session(process.pid)
                 process.communicate()
-                return "timeout"
+                return "timeout", None
         if process.returncode == 0:
-            return "pass"
-        if process.returncode in (1, 2) and _failed(junit):
-            return "fail"
+            return "pass", None
+        failing = _failed(junit, tree) if process.returncode in (1, 2) else None
+        if failing:
+            return "fail", failing
     tail = output.strip().splitlines()[-1:] or [""]
     raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {process.returncode}): {tail[0]}")
 
 
-def _failed(junit):
-    """Whether the JUnit file ``junit`` records a test that failed or erred (not a module that could not
-    be collected: that is a broken run, not a kill)."""
+def _failed(junit, tree):
+    """The node id of the first test the JUnit file ``junit`` records as failed or erred, or None (a module
+    that could not be collected is not one: that is a broken run, not a kill)."""
     if not junit.exists():
-        return False
-    cases = ElementTree.parse(junit).getroot().iter("testcase")
-    return any(case.find("failure") is not None
-               or any(e.get("message") != "collection failure" for e in case.findall("error")) for case in cases)
+        return None
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or any(e.get("message") != "collection failure"
+                                                   for e in case.findall("error")):
+            parts = case.get("classname").split(".")        # the module's dotted path, then any class
+            module = next((k for k in range(len(parts), 0, -1)
+                           if (tree / Path(*parts[:k])).with_suffix(".py").exists()), None)
+            if module is None:
+                return f"{case.get('classname')}::{case.get('name')}"
+            return "::".join([str(Path(*parts[:module]).with_suffix(".py")), *parts[module:], case.get("name")])
+    return None
 
 
 def valid(tree, name, mutant):
@@ -299,8 +319,7 @@ def parser():
     parser.add_argument("--out", default=None,
                         help="directory of the trees and CSVs, under the repository (default build/mutants)")
     parser.add_argument("--jobs", type=integer(0), default=0,
-                        help="processes at a time (screening, miter) and pytest-xdist workers per test run (0 = 1, "
-                             "no xdist)")
+                        help="processes at a time: screening builds, mutants' test runs, miters (0 = 1)")
     parser.add_argument("--packets", type=integer(1), default=PACKETS, help=f"screening packets ({PACKETS})")
     parser.add_argument("--depth", type=integer(1), default=DEPTH, help=f"the miter's bounded depth ({DEPTH})")
     parser.add_argument("--miter-timeout", type=integer(1), default=campaign.MITER,
@@ -311,7 +330,7 @@ def parser():
     parser.add_argument("--no-formal", action="store_true", help="no proofs")
     parser.add_argument("--no-miter", action="store_true", help="no equivalence miter")
     parser.add_argument("--no-baseline", action="store_true",
-                        help="skip the unmutated run of the testbenches (when the suite has just run them)")
+                        help="count a failing test as a kill without checking that the unmutated design passes it")
     return parser
 
 
@@ -390,8 +409,8 @@ def run_mutant(name, mutant, **options):
     campaign takes it (screening on its block's schemata, then its testbenches and proofs, then the
     miter); returns its CSV row (a dict; ``_fate`` tells what became of it), without merging it into the
     block's CSV (``merged`` and ``report`` do that). ``options`` are the command line's (``jobs=2``,
-    ``no_formal=True``, ``out="build/mutants-w1"``: a directory of its own per concurrent caller); the
-    unmutated baseline is skipped unless ``no_baseline=False``."""
+    ``no_formal=True``, ``out="build/mutants-w1"``: a directory of its own per concurrent caller); a failing
+    test is not run on the unmutated design unless ``no_baseline=False`` (a campaign has its own baseline)."""
     args = parser().parse_args([name, "--id", str(mutant)])
     unknown = set(options) - set(vars(args)) - {"block", "id"}
     if unknown:
@@ -435,26 +454,37 @@ def screen(plans, args, progress):
                                          args.packets, args.seed) for p in plans]
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(lambda s: s.run(progress), screenings))
-            tasks = [(s, n) for s in screenings for n in s.statics()]
-            for (s, n), fate in zip(tasks, pool.map(lambda task: task[0].force(task[1]), tasks)):
-                progress({(s.b.name, n)} if fate != "pass" else (),
-                         f"screening {s.b.name} #{n} on a build of its own: {fate}")
+            tasks = [(s, batch) for s in screenings for batch in _batches(s.statics(), STATICS, jobs)]
+            for (s, batch), fates in zip(tasks, pool.map(lambda task: task[0].force(task[1]), tasks)):
+                progress({(s.b.name, n) for n, fate in fates.items() if fate != "pass"},
+                         f"screening {s.b.name} on builds of their own: " + ", ".join(
+                             f"#{n} {fate}" for n, fate in fates.items()))
         for s in screenings:
             verdicts[s.b.name].update(s.verdicts())
     return verdicts
 
 
+def _batches(items, most, least):
+    """``items`` split into consecutive batches of at most ``most``, and at least ``least`` batches (when
+    there are as many items), as even as can be."""
+    count = min(len(items), max(least, -(-len(items) // most)))
+    return [items[k * len(items) // count:(k + 1) * len(items) // count] for k in range(count)]
+
+
 def decide(plans, args, progress):
     """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
-    survivors, the miter of what is left."""
+    survivors (``jobs`` mutants at a time, every block's together), the miter of what is left."""
     jobs = max(1, args.jobs)
     verdicts = screen(plans, args, progress)
-    rows = {}
-    for p in plans:
-        rows[p.block.name] = testbenches(p, verdicts[p.block.name], args, progress)
-    if not args.no_miter:
-        left = [(p, r) for p in plans for r in rows[p.block.name]
-                if _fate(r, {}) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
+    rows = {p.block.name: [_row(p, m, verdicts[p.block.name][m.id], ranks) for m in p.mutants]
+            for p, ranks in ((p, _ranks(p.sources.text, p.every)) for p in plans)}
+    stage = TestStage(args, progress)
+    going = [(p, row) for p in plans for row in rows[p.block.name] if row["screen"] in ("pass", "-")]
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda task: stage.run(*task, verdicts[task[0].block.name][task[1]["id"]]["place"]), going))
+    if not args.no_miter:           # an argued mutant is decided: its miter could only confirm it
+        left = [(p, r) for p, argued in ((p, equivalent(p.block.name)) for p in plans) for r in rows[p.block.name]
+                if _fate(r, argued) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
         with ThreadPoolExecutor(jobs) as pool:
             for (p, row), (verdict, detail) in zip(left, pool.map(lambda t: campaign.miter(
                     t[0].block, OUT / t[0].block.name / "schemata", t[1]["id"],
@@ -462,6 +492,14 @@ def decide(plans, args, progress):
                 row["miter"], row["reason"] = verdict, detail
                 progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
     return rows
+
+
+def _row(p, m, verdict, ranks):
+    """Mutant ``m``'s row of plan ``p``'s CSV as screening (``verdict``) left it (``ranks``: ``_ranks``)."""
+    before, after = m.describe(p.sources.text)
+    return dict(id=m.id, operator=m.operator, line=m.line, nth=ranks[m.id],
+                screen=verdict["screen"], sim="-", formal="-", miter="-", before=before, after=after,
+                reason=verdict["reason"])
 
 
 def screened(p, verdicts):
@@ -476,40 +514,57 @@ def screened(p, verdicts):
                   f"{verdicts[m.id]['reason']}")
 
 
-def testbenches(p, verdicts, args, progress):
-    """Today's stage: the mutants of plan ``p`` that screening let pass (all with ``--no-screen``) run the
-    block's simulations and proofs in its schemata tree, each stopping at the first failure; returns every
-    mutant's row. A run for mutant ``n`` has ``INNET_MUTANT=n + 1`` (tools/schemata.py): its cocotb tests
-    share one Verilator build per parameter set with every other mutant and the unmutated baseline (the
-    simulator is given the mutant), every other elaboration (proofs, Python simulation) builds the AST
-    mutant itself."""
-    b, sources = p.block, p.sources
-    source, rank = sources.text, _ranks(sources.text, p.every)
-    going = [m for m in p.mutants if verdicts[m.id]["screen"] in ("pass", "-")]
-    tree = OUT / b.name / "schemata"
-    sims, proofs = sim_tests(b), [b.proofs()]
-    formal = b.formal and not args.no_formal
-    if going and not args.no_baseline and (_pytest(tree, sims, args.seed, args.jobs, TIMEOUT, 0) != "pass" or (
-            formal and _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT, 0) != "pass")):
-        raise ValueError(f"the unmutated {b.name} fails its own tests (seed {args.seed}): fix that first")
-    rows = []
-    for m in p.mutants:
-        before, after = m.describe(source)
-        verdict = verdicts[m.id]
-        row = dict(id=m.id, operator=m.operator, line=m.line, nth=rank[m.id], screen=verdict["screen"],
-                   sim="-", formal="-", miter="-", before=before, after=after, reason=verdict["reason"])
-        rows.append(row)
-        if m not in going:
-            continue
-        if not valid(tree, b.name, m.id + 1):
+class TestStage:
+    """Today's stage (``run``): a mutant that screening let pass (every mutant with ``--no-screen``) runs its
+    block's simulations, then its proofs, in one pytest session in the block's schemata tree, stopping at the
+    first failure. The run for mutant ``n`` has ``INNET_MUTANT=n + 1`` (tools/schemata.py): its cocotb tests
+    share one Verilator build per parameter set with every other mutant and the unmutated design (the
+    simulator is given the mutant); every other elaboration (proofs, Python simulation) builds the AST
+    mutant itself. Mutants of one tree run side by side, each with run and proof directories of its own
+    (``INNET_RUNS``, ``INNET_FORMAL``). A failure is a kill only if the unmutated design passes that test
+    (``design_passes``: each killing test run once on the design; without ``--no-baseline``)."""
+
+    def __init__(self, args, progress):
+        self.args, self.progress = args, progress
+        self.lock, self.designs = threading.Lock(), {}
+
+    def run(self, p, row, place):
+        """Fill in ``row`` (mutant ``row["id"]`` of plan ``p``): sim and formal each pass, fail or timeout
+        (``-``: not reached), or both invalid; ``place``: the design screening elaborated it on (None:
+        none, so whether Amaranth can elaborate it is asked first)."""
+        b, n, args = p.block, row["id"], self.args
+        tree = OUT / b.name / "schemata"
+        sims, proofs = sim_tests(b), [b.proofs()] if b.formal and not args.no_formal else []
+        if place is None and not valid(tree, b.name, n + 1):
             row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
         else:
-            row["sim"] = _pytest(tree, sims, args.seed, args.jobs, TIMEOUT, m.id + 1)
-            if formal and row["sim"] not in KILLED:
-                row["formal"] = _pytest(tree, proofs, args.seed, args.jobs, TIMEOUT, m.id + 1)
-        progress({(b.name, m.id)} if _fate(row, {}) != "survivor" else (),
-                 f"{b.name} #{m.id} {m.operator} {sources.where(m.line)}: sim {row['sim']}, formal {row['formal']}")
-    return rows
+            verdict, test = _run_tests(tree, sims + proofs, args.seed, 0, TIMEOUT, n + 1, self._dirs(tree, n + 1))
+            in_proofs = test is not None and any(test.startswith(path) for path in proofs)
+            if verdict == "fail" and not args.no_baseline and not self.design_passes(tree, test):
+                raise ValueError(f"the unmutated {b.name} fails its own test {test} (seed {args.seed}): fix that first")
+            row["sim"] = "pass" if in_proofs else verdict
+            row["formal"] = verdict if in_proofs else "pass" if verdict == "pass" and proofs else "-"
+            if verdict != "pass":
+                row["reason"] = f"killed by {test}" if test else f"its tests ran past {TIMEOUT} s"
+            shutil.rmtree(tree / "build" / "mutant-runs" / str(n + 1), ignore_errors=True)
+        self.progress({(b.name, n)} if _fate(row, {}) != "survivor" else (),
+                      f"{b.name} #{n} {row['operator']} {p.sources.where(row['line'])}: sim {row['sim']}, "
+                      f"formal {row['formal']}")
+
+    @staticmethod
+    def _dirs(tree, mutant):
+        """The variables that give the run of mutant-select value ``mutant`` its own run and proof directories."""
+        own = tree / "build" / "mutant-runs" / str(mutant)
+        return {"INNET_RUNS": str(own / "runs"), "INNET_FORMAL": str(own / "formal")}
+
+    def design_passes(self, tree, test):
+        """Whether the unmutated design passes ``test`` in ``tree`` (run once per test)."""
+        with self.lock:
+            entry = self.designs.setdefault((tree, test), [threading.Lock(), None])
+        with entry[0]:
+            if entry[1] is None:
+                entry[1] = _pytest(tree, [test], self.args.seed, 0, TIMEOUT, 0, self._dirs(tree, 0))
+            return entry[1] == "pass"
 
 
 def _by_text(source, mutants):

@@ -9,7 +9,9 @@ golden model computes the expected outputs of ``N`` packets of the soak's traffi
 ``traffic``, or its ``stimulus`` pool as testbenches/test_soak.py sends it) once, as one batch; a plain
 C++ harness (tools/screen_harness.cpp) then runs the same memories against mutant-select 0 (the design:
 it must pass) and each mutant the design elaborates as a run-time choice, each from the power-up state,
-stopping at the first mismatch; ``checked.verdict`` judges each run. No Python runs per cycle.
+stopping at the first mismatch; ``checked.verdict`` judges each run. No Python runs per cycle. With
+``--force 3,17`` instead, each of those mutants (elaboration-time sites) gets a build of its own
+(``forced``).
 
 ``FILE`` (JSON) holds what the elaboration saw of every mutant (``tools.schemata.outcomes``) and, per
 mutant run, whether it was killed and the first line of why, with the times of the model, the build and
@@ -21,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -39,6 +42,9 @@ RUNTIME = ("verilated", "verilated_threads", "verilated_timing")
 OPT = "-O1"
 #: Packets of the soak traffic a screening run sends (the soak's 1e5).
 PACKETS = 100_000
+#: Seconds a forced mutant's construction, and its elaboration, may take (a mutated loop bound can make
+#: either loop for ever).
+ELABORATION = 120
 
 
 def design(name, variant=None):
@@ -79,12 +85,12 @@ def _config(wrapper, component, expected):
 
 
 def build(work, wrapper, component, expected):
-    """Verilate the wrapper with the harness into ``work/obj/harness`` (again only if its Verilog or
-    configuration changed); returns the seconds it took. The Verilator runtime's objects, the same for
-    every build, are compiled once into ``RUNTIME`` (``INNET_SCREEN_RUNTIME``: one for every tree)."""
+    """Verilate the wrapper (its Verilog emitted into ``work/top.v``) with the harness into
+    ``work/obj/harness`` (again only if its Verilog or configuration changed); returns the seconds it took.
+    The Verilator runtime's objects, the same for every build, are compiled once into ``RUNTIME``
+    (``INNET_SCREEN_RUNTIME``: one for every tree)."""
     start = time.monotonic()
     runner.verilator_env()
-    runner.emit_verilog(wrapper, work / "top.v")
     (work / "checked_lib.v").write_text(checked.Checked.VERILATOR["files"]["checked_lib.v"])
     config = _config(wrapper, component, expected)
     obj, stamp = work / "obj", work / "obj" / "built"
@@ -144,72 +150,112 @@ class BuildFailed(RuntimeError):
     """Verilator or the C++ compiler failed on a design Amaranth converted."""
 
 
-def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=None):
+def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=(), limit=ELABORATION):
     """Screen the mutants of the schemata in this tree on design ``name`` (see the module doc), or with
-    ``force`` the one mutant ``force`` on a build of its own (``schemata.forcing``: a mutant whose sites
-    are elaboration-time Python); writes and returns the results."""
+    ``force`` (mutant ids) each of those on a build of its own (``schemata.forcing``: a mutant whose sites
+    are elaboration-time Python; ``limit``: ``forced``'s); writes and returns the results."""
     b, params = design(name, variant)
     label = name + (f"[{variant}]" if variant else "")
-    work = ROOT / "build" / "screening" / (label + ("" if force is None else f"-m{force}"))
-    work.mkdir(parents=True, exist_ok=True)
-    schemata.clear()
-    try:
-        with schemata.forcing(force) if force is not None else contextlib.nullcontext():
-            component = b.build(params)         # the constructor's sites too (init values, widths)
-    except Exception as error:                  # Amaranth cannot build the mutant
-        if force is None:
-            raise
-        report = {"design": label, "packets": packets, "seed": seed, "beats": 0,
-                  "results": {force: {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}}}
+    if force:
+        report = forced(b, params, label, force, packets, seed, limit)
         Path(out).write_text(json.dumps(report, indent=1))
         return report
+    work = ROOT / "build" / "screening" / label
+    work.mkdir(parents=True, exist_ok=True)
+    schemata.clear()
+    component = b.build(params)
     start = time.monotonic()
     words, expected = stimulus(b, component, params, packets, seed)
     model_seconds = time.monotonic() - start
-    exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
-    # the stimulus and command memories share one depth: a run may carry more commands than beats
-    depth = max(1, len(words), len(expected.commands))
-    wrapper = checked.Checked(component, depth, exp_depth, select=schemata.select())
-    report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {}}
-    try:
-        with schemata.forcing(force) if force is not None else contextlib.nullcontext():
-            build_seconds = build(work, wrapper, component, expected)
-    except BuildFailed as error:
-        report["results"][force] = {"killed": True, "reason": str(error).splitlines()[0], "cycles": None}
-        Path(out).write_text(json.dumps(report, indent=1))
-        return report
-    except Exception as error:                  # Amaranth cannot elaborate or convert the mutant
-        if force is None:
-            raise
-        report["results"][force] = {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}
-        Path(out).write_text(json.dumps(report, indent=1))
-        return report
-    seen = schemata.outcomes()
-    chosen = [] if force is not None else sorted(n for n, s in seen.items() if runnable(s)
-                                                 and (only is None or n in only))
-    checked.write_files(component, words, expected, work)
-    controls = "".join(f"{k} {v}\n" for k, v in checked.controls(component, words, expected).items())
+    wrapper = _wrapper(component, words, expected, schemata.select())
     start = time.monotonic()
-    done = subprocess.run([str(work / "obj" / "harness"), "0", *(str(n + 1) for n in chosen)], cwd=work,
-                          input=controls, capture_output=True, text=True)
+    runner.emit_verilog(wrapper, work / "top.v")
+    build_seconds = time.monotonic() - start + build(work, wrapper, component, expected)
+    seen = schemata.outcomes()
+    chosen = sorted(n for n, s in seen.items() if runnable(s) and (only is None or n in only))
+    start = time.monotonic()
+    lines = _harness(work, component, words, expected, [0, *(n + 1 for n in chosen)])
     run_seconds = time.monotonic() - start
-    if done.returncode:
-        raise RuntimeError(f"the screening harness failed: {done.stderr.strip()[-2000:]}")
-    lines = [json.loads(text) for text in done.stdout.splitlines()]
     first = judge(component, words, expected, lines[0])
-    if force is not None:
-        report["results"][force] = {"killed": first[0], "reason": first[1], "cycles": first[2],
-                                    "seconds": lines[0].get("seconds")}
-    elif first[0]:
+    if first[0]:
         raise AssertionError(f"{label}: the design (mutant-select 0) fails its own soak: {first[1]}")
+    report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {}}
     for line in lines[1:]:
         killed, reason, cycles = judge(component, words, expected, line)
         report["results"][line["mutsel"] - 1] = {"killed": killed, "reason": reason, "cycles": cycles,
                                                  "seconds": line.get("seconds")}
-    report.update(cycles=first[2], outcomes={n: sorted(s) for n, s in seen.items()} if force is None else {},
+    report.update(cycles=first[2], outcomes={n: sorted(s) for n, s in seen.items()},
                   seconds={"model": model_seconds, "build": build_seconds, "runs": run_seconds})
     Path(out).write_text(json.dumps(report, indent=1))
     return report
+
+
+def forced(b, params, label, ids, packets, seed, limit=ELABORATION):
+    """The report of screening each mutant of ``ids`` on a build of its own: the soak traffic and the golden
+    model's outputs computed once (on the design; again for a mutant whose ports differ), then per mutant
+    its construction and elaboration (``limit`` seconds each at most: a mutant that loops is invalid),
+    build and run."""
+    report = {"design": label, "packets": packets, "seed": seed, "results": {}}
+    with schemata.forcing(schemata.ORIGINAL):
+        reference = b.build(params)
+    traffic = stimulus(b, reference, params, packets, seed)
+    for n in ids:
+        work = ROOT / "build" / "screening" / f"{label}-m{n}"
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            with schemata.forcing(n):
+                with time_limit(limit, "its construction"):
+                    component = b.build(params)         # the constructor's sites too (init values, widths)
+                same_ports = component.signature == reference.signature
+                words, expected = traffic if same_ports else stimulus(b, component, params, packets, seed)
+                wrapper = _wrapper(component, words, expected, schemata.select())    # the harness sets it
+                with time_limit(limit, "its elaboration"):
+                    runner.emit_verilog(wrapper, work / "top.v")
+        except Exception as error:              # Amaranth cannot build, elaborate or convert the mutant
+            report["results"][n] = {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}
+            continue
+        try:
+            build(work, wrapper, component, expected)
+        except BuildFailed as error:
+            report["results"][n] = {"killed": True, "reason": str(error).splitlines()[0], "cycles": None}
+            continue
+        line = _harness(work, component, words, expected, [0])[0]
+        killed, reason, cycles = judge(component, words, expected, line)
+        report["results"][n] = {"killed": killed, "reason": reason, "cycles": cycles, "seconds": line.get("seconds")}
+    return report
+
+
+def _wrapper(component, words, expected, select):
+    """The checked engine around ``component`` with memories for ``words`` and ``expected``."""
+    exp_depth = max(1, *(len(v) for v in expected.outputs.values()))
+    # the stimulus and command memories share one depth: a run may carry more commands than beats
+    depth = max(1, len(words), len(expected.commands))
+    return checked.Checked(component, depth, exp_depth, select=select)
+
+
+def _harness(work, component, words, expected, selects):
+    """The harness's result lines (dicts) of a run per mutant-select value of ``selects``."""
+    checked.write_files(component, words, expected, work)
+    controls = "".join(f"{k} {v}\n" for k, v in checked.controls(component, words, expected).items())
+    done = subprocess.run([str(work / "obj" / "harness"), *map(str, selects)], cwd=work, input=controls,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the screening harness failed: {done.stderr.strip()[-2000:]}")
+    return [json.loads(text) for text in done.stdout.splitlines()]
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what):
+    """Raise ``TimeoutError`` in the ``with`` body once it has run ``seconds``."""
+    def expire(signum, frame):
+        raise TimeoutError(f"{what} ran past {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def main(argv=None):
@@ -220,11 +266,16 @@ def main(argv=None):
     parser.add_argument("--packets", type=integer(1), default=PACKETS, help=f"packets of soak traffic ({PACKETS})")
     parser.add_argument("--seed", type=integer(0), default=1, help="traffic seed (default 1)")
     parser.add_argument("--mutants", default=None, help="only these mutant ids (comma-separated)")
-    parser.add_argument("--force", type=integer(0), default=None,
-                        help="screen this one mutant on a build of its own (an elaboration-time site)")
+    parser.add_argument("--elaboration-limit", type=integer(1), default=ELABORATION,
+                        help=f"seconds a forced mutant's construction or elaboration may take ({ELABORATION})")
+    parser.add_argument("--force", default="",
+                        help="screen each of these mutant ids (comma-separated) on a build of its own (an "
+                             "elaboration-time site)")
     args = parser.parse_args(argv)
     only = None if args.mutants is None else {int(n) for n in args.mutants.split(",") if n}
-    report = screen(args.design, args.out, args.variant, args.packets, args.seed, only, args.force)
+    force = [int(n) for n in args.force.split(",") if n]
+    report = screen(args.design, args.out, args.variant, args.packets, args.seed, only, force,
+                    args.elaboration_limit)
     killed = sum(bool(r.get("killed")) for r in report["results"].values())
     times = report.get("seconds", {})
     print(f"screening {report['design']}: {killed}/{len(report['results'])} mutants killed"
