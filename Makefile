@@ -1,5 +1,5 @@
 # innet: `make sim` sets everything up and runs the default simulation; `make test` runs the suite.
-# Variables: JOBS (pytest-xdist workers, 0 = none; mutants: also processes at a time), PYTEST_ARGS (passed to
+# Variables: JOBS (pytest-xdist workers, 0 = none; mutants: processes at a time instead), PYTEST_ARGS (passed to
 # pytest, e.g. -k ...),
 # BLOCKS (registered blocks for verilog/report/fpga/bench; default all), PACKETS, ENGINES (bench length and engines),
 # SEEDS, FIRST, SHARD, TESTS (regress: seeds FIRST..FIRST+SEEDS-1, shard i/n of the sweep, test paths),

@@ -208,7 +208,9 @@ BLOCKS = {b.name: b for b in [
           reached={"expanded": 0, "bad_ev": 0, "configured": 0, "refused": EV_PHASE + 1}),
     Block("chunk_bitmap", ChunkBitmap, ChunkBitmapParams, ChunkBitmapModel,
           "SDR-RDMA chunk-bitmap tracker with generations", doc="docs/blocks/sdr.md", stimulus="sdr",
-          traffic=soak_traffic.chunk_bitmap,
+          # 9 offset bits: a slot (8 words of 64 bits) holds 2**9 one-packet chunks, so the soak's messages reach
+          # the top offset and n_pkts = 2**offset_bits (the full width of the chunk and word arithmetic)
+          soak={"user_bits": 13}, traffic=soak_traffic.chunk_bitmap,
           reached=dict.fromkeys(("placed", "malformed", "no_slot", "gen_mismatch", "offset_oob", "dup", "chunk_done",
                                  "msg_done", "posts", "completes", "cmd_rejected"), 0)),
     Block("bounded_loss_tracker", BoundedLossTracker, BoundedLossTrackerParams, BoundedLossTrackerModel,

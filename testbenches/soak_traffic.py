@@ -458,7 +458,7 @@ def chunk_bitmap(component, rng):
             r = rng.randrange(16)
             if r == 0:
                 queue.append(beat(raw_of(msg, offsets[rng.randrange(k + 1)], gen, channel)))
-            elif r == 1:
+            elif r == 1 and n_pkts < 1 << p.offset_bits:         # an offset past the message's length
                 queue.append(beat(raw_of(msg, rng.randrange(n_pkts, 1 << p.offset_bits), gen, channel)))
             elif r == 2 and p.generations > 1:
                 queue.append(beat(raw_of(msg, offset, (gen + 1 + rng.randrange(p.generations - 1))

@@ -75,7 +75,7 @@ async def reset_mid_traffic(dut):
 
 PARAMS = {
     "esa": InSwitchPipelineParams.of(agg=dict(policy="esa"),
-                                     spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5), beats=2),
+                                     spill=dict(ports=4, high=6, low=2, capacity=8, handle_bits=5), beats=3),
     "switchml": InSwitchPipelineParams.of(agg=dict(policy="switchml", slots=2),
                                           spill=dict(ports=2, high=5, low=1, capacity=6, drain_rate=2, drain_window=5,
                                                      order="port", handle_bits=3), beats=1, data_bytes=96),

@@ -447,7 +447,7 @@ async def decision_edges(dut):
 PARAMS = {
     "flow": InSwitchParams(ports=4, high=12, low=4, capacity=16, drain_rate=1, drain_window=2, flows=16,
                            order="flow"),
-    "port": InSwitchParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=5, flows=8,
+    "port": InSwitchParams(ports=3, high=10, low=3, capacity=9, drain_rate=2, drain_window=6, flows=8,
                            order="port"),
 }
 
