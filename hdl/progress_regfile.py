@@ -112,7 +112,6 @@ class ProgressRegfile(wiring.Component):
         self.min_step = Signal(step_bits)       # its job's minimum step after this packet
         self.mark = Signal()
         self.epoch = Signal(p.age_bits)         # the current epoch
-        self.stale = Signal(ring)               # the job's stale positions after this packet
         self.first = Signal()                   # the beat on `i` starts a packet
         self.entry_b = Signal(self.entry)       # the flow-table entry of the beat in stage B (registered read)
         self.known_b = Signal()                 # ... and that entry is its flow's
@@ -212,7 +211,6 @@ class ProgressRegfile(wiring.Component):
                    for p in range(R)]
         stale = [Mux(position == p, 0, row.stale[p] | expired[p]) for p in range(R)]
         turned = [~row.stale[p] & expired[p] & (position != p) for p in range(R)]
-        m.d.comb += self.stale.eq(Cat(*stale))
         # The minimum over the other live positions, a tree beside the sender's update; then the sender's step.
         others = [Cat(row.step[p], stale[p] | (position == p)) for p in range(R)]    # {step, left out}
         while len(others) > 1:
