@@ -290,7 +290,9 @@ async def refusals(dut):
            profile(wire.EV_FMT_MODE_UDP, [16], [fld(16, mask=0xFFFF)]), profile(STEV, [32, 8], [fld(8)]),
            profile(SRV6, [128, 128, 1] if p.exp_bits > 255 else [p.exp_bits, 1], []),
            profile(SRV6, [16] * (p.max_fields + 1), []),
-           profile(SRV6, [32, 32], [fld(32, mask=(1 << 32) - 1), fld(32, mask=(1 << 32) - 1)])]
+           profile(SRV6, [32, 32], [fld(32, mask=(1 << 32) - 1), fld(32, mask=(1 << 32) - 1)]),
+           # the widest EV fields behind one-bit format slots: their widths sum to max_fields * field_bits
+           profile(SRV6, [1] * p.max_fields, [fld(p.field_bits)] * p.max_fields)]
     bad = [b for b in bad if refusal(b, p) is not None]
     t.configure(good)
     for prof in bad:
