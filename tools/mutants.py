@@ -266,27 +266,23 @@ def _run_tests(tree, paths, seed, jobs, timeout, mutant=None, env=None):
                 return "timeout", None
         if process.returncode == 0:
             return "pass", None
-        failing = _failed(junit, tree) if process.returncode in (1, 2) else None
+        failing = _failed(junit) if process.returncode in (1, 2) else None
         if failing:
             return "fail", failing
     tail = output.strip().splitlines()[-1:] or [""]
     raise RuntimeError(f"pytest could not run {' '.join(paths)} (exit {process.returncode}): {tail[0]}")
 
 
-def _failed(junit, tree):
+def _failed(junit):
     """The node id of the first test the JUnit file ``junit`` records as failed or erred, or None (a module
-    that could not be collected is not one: that is a broken run, not a kill)."""
+    that could not be collected is not one: that is a broken run, not a kill). The suite's tests are module
+    functions, so a case's class name is its module's dotted path (as ``tools.regress`` reads it too)."""
     if not junit.exists():
         return None
     for case in ElementTree.parse(junit).getroot().iter("testcase"):
         if case.find("failure") is not None or any(e.get("message") != "collection failure"
                                                    for e in case.findall("error")):
-            parts = case.get("classname").split(".")        # the module's dotted path, then any class
-            module = next((k for k in range(len(parts), 0, -1)
-                           if (tree / Path(*parts[:k])).with_suffix(".py").exists()), None)
-            if module is None:
-                return f"{case.get('classname')}::{case.get('name')}"
-            return "::".join([str(Path(*parts[:module]).with_suffix(".py")), *parts[module:], case.get("name")])
+            return f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"
     return None
 
 
