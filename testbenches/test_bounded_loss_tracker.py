@@ -716,10 +716,15 @@ SIM_PARAMS = {
     #: 2 phases, 2 retries, 4-bit handles (wrap), 10-bit clock.
     "small": P(rounds=4, e_max=20, word_bits=8, phases=2, retry_max=2, deadline=40, deadline_bits=8,
                time_bits=10, data_bytes=53, handle_bits=4, counter_bits=16),
+    #: tiny: the proofs' parameters (2 slots, E <= 4 in two 2-bit words, 4-cycle deadline): the narrowest
+    #: slot and word indices (a log2 one bit short shows only here).
+    "tiny": P(rounds=2, e_max=4, word_bits=2, phases=2, retry_max=1, deadline=4, deadline_bits=4, time_bits=6,
+              data_bytes=53, handle_bits=2, counter_bits=8),
 }
 #: The random test under both parameter sets; the directed ones where they bite hardest.
 SIM_SELECT = {"default": {"random_rounds", "burst_loss", "reliable_tau_zero", "packet_rules", "line_rate"},
-              "small": {"random_rounds", "deadlines_and_nacks", "back_pressure", "reset_mid_traffic"}}
+              "small": {"random_rounds", "deadlines_and_nacks", "back_pressure", "reset_mid_traffic"},
+              "tiny": {"random_rounds"}}
 
 
 @runner.parametrize(__name__, SIM_PARAMS, select=lambda config, test: test in SIM_SELECT[config])

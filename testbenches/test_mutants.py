@@ -300,6 +300,30 @@ def test_screening_small_block(tmp_path):
             "killed", "reason", "cycles")], (n, alone, report["results"][str(n)])
 
 
+def test_screening_checks_the_designs_invariants(tmp_path):
+    """The DBLP tracker's bank accesses per cycle are instrumentation no output shows, bounded by one of its
+    own invariants (``Assert(bank_users[k] <= 1)``, elaborated for simulation: ``runner.INVARIANTS``):
+    screening kills the mutants of that count by the invariant's failure, with its message."""
+    import json
+
+    from tools import schemata
+    from tools.mutants import Sources, copy_tree
+    b = block("bounded_loss_tracker")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    counting = [m.id for m in mutants if "self.bank_users[k].eq(" in sources.text.splitlines()[m.line - 1]]
+    assert len(counting) >= 4
+    tree = tmp_path / "schemata"
+    copy_tree(tree)
+    schemata.write(sources, mutants, tree)
+    subprocess.run([sys.executable, "-m", "tools.screening", b.name, "--out", "out.json", "--packets", "2000",
+                    "--mutants", ",".join(map(str, counting))], cwd=tree, check=True, capture_output=True, timeout=900)
+    results = json.loads((tree / "out.json").read_text())["results"]
+    reasons = [results[str(n)]["reason"] for n in counting if results[str(n)]["killed"]]
+    assert len(reasons) >= 4 and all(r.startswith("an invariant of the design failed at cycle ")
+                                      and r.endswith("one access per cycle") for r in reasons), results
+
+
 def test_forced_elaboration_that_loops_is_invalid(tmp_path):
     """A static mutant whose elaboration never ends (the register file's minimum tree: ``while len(others) >
     1`` -> ``>= 1``) is invalid once the elaboration limit passes, not a screening slot held for the whole

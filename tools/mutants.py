@@ -21,14 +21,16 @@ stages until one decides it (``_fate``):
 1. *screening* (tools/campaign.py, tools/screening.py): every mutant of the block in one design, a
    mutant schemata (tools/schemata.py) picked by a mutant-select input, in
    ``build/mutants/<block>/schemata``; the checked engine runs the soak traffic against each mutant in
-   turn at C++ speed, the golden model's expected outputs computed once; the first mismatch kills;
-2. the survivors run the block's simulations (``sim_tests``: its testbench
-   ``registry.Block.testbench()``, the other testbenches that exercise it, its soak run), then its proofs
-   (``Block.proofs()``), in one pytest session stopping at the first failure (``TestStage``), ``--jobs``
-   mutants at a time in the schemata tree; a test that fails counts only if the unmutated design passes
-   it; a mutant Amaranth cannot elaborate is ``invalid``;
-3. what is left, unless already argued equivalent, goes to the *miter* (tools/miter.py): proved equivalent
-   to the design, or not;
+   turn at C++ speed, the golden model's expected outputs computed once; the first mismatch, or a failed
+   invariant of the design (its own ``Assert`` statements, which the engine simulates), kills;
+2. a survivor argued equivalent in ``tools/equivalent_mutants.toml`` is decided by its argument
+   (``--argued`` runs the stages below on the argued mutants instead: a wrong argument shows as a kill);
+   the others run the block's simulations (``sim_tests``: its testbench ``registry.Block.testbench()``,
+   the other testbenches that exercise it, its soak run unless screened), then its proofs (``Block.proofs()``), in one
+   pytest session stopping at the first failure (``TestStage``), ``--jobs`` mutants at a time in the
+   schemata tree; a test that fails counts only if the unmutated design passes it; a mutant Amaranth
+   cannot elaborate is ``invalid``;
+3. what is left goes to the *miter* (tools/miter.py): proved equivalent to the design, or not;
 4. only then does a survivor need an argument in ``tools/equivalent_mutants.toml``, or a new test or
    property that kills it.
 
@@ -228,10 +230,11 @@ def copy_tree(dest):
         venv.symlink_to(ROOT / ".venv")
 
 
-def sim_tests(b):
+def sim_tests(b, soak=True):
     """The tests that simulate block ``b``, in the order run: its testbench, the other testbenches
-    that exercise it (``Block.tests``), its soak run."""
-    return [b.testbench(), *b.tests, f"testbenches/test_soak.py::test_soak[{b.name}-soak]"]
+    that exercise it (``Block.tests``), its soak run (``soak``: a mutant screening let pass has been
+    through the soak's traffic already, at C++ speed)."""
+    return [b.testbench(), *b.tests, *([f"testbenches/test_soak.py::test_soak[{b.name}-soak]"] if soak else [])]
 
 
 def _pytest(tree, paths, seed, jobs, timeout, mutant=None, env=None):
@@ -307,6 +310,10 @@ def parser():
     parser.add_argument("--again", action="store_true",
                         help="only the mutants of the block's CSV that no stage killed or showed equivalent (and "
                              "are not argued equivalent), run again (after a new test or property)")
+    parser.add_argument("--argued", action="store_true",
+                        help="only the mutants argued equivalent in tools/equivalent_mutants.toml, through every "
+                             "stage (the campaign takes an argument as the verdict and runs none): a wrong "
+                             "argument shows as a kill, which the report warns of")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--summary", action="store_true",
                         help="print the table of the results in build/mutants/, run nothing")
@@ -390,6 +397,10 @@ def select(name, args):
         argued = equivalent(b.name)
         left = {int(r["id"]) for r in merged(b.name, source, []) if _fate(r, argued) == "survivor"}
         mutants = [m for m in mutants if m.id in left]
+    if args.argued:
+        argued, ranks = equivalent(b.name), _ranks(source, every)
+        mutants = [m for m in mutants if why_of(argued, dict(zip(("before", "after"), m.describe(source)),
+                                                             nth=ranks[m.id]))]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
@@ -475,12 +486,21 @@ def decide(plans, args, progress):
     rows = {p.block.name: [_row(p, m, verdicts[p.block.name][m.id], ranks) for m in p.mutants]
             for p, ranks in ((p, _ranks(p.sources.text, p.every)) for p in plans)}
     stage = TestStage(args, progress)
-    going = [(p, row) for p in plans for row in rows[p.block.name] if row["screen"] in ("pass", "-")]
+    going = []
+    for p in plans:
+        argued = {} if args.argued else equivalent(p.block.name)
+        for row in rows[p.block.name]:
+            if row["screen"] not in ("pass", "-"):
+                continue
+            if why_of(argued, row):     # decided by its argument (``--argued`` runs the stages on it)
+                row["reason"] = f"argued equivalent in {EQUIVALENT.name}: its tests not run"
+                progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
+            else:
+                going.append((p, row))
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(lambda task: stage.run(*task, verdicts[task[0].block.name][task[1]["id"]]["place"]), going))
-    if not args.no_miter:           # an argued mutant is decided: its miter could only confirm it
-        left = [(p, r) for p, argued in ((p, equivalent(p.block.name)) for p in plans) for r in rows[p.block.name]
-                if _fate(r, argued) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
+    if not args.no_miter:
+        left = [(p, r) for p, r in going if _fate(r, {}) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
         with ThreadPoolExecutor(jobs) as pool:
             for (p, row), (verdict, detail) in zip(left, pool.map(lambda t: campaign.miter(
                     t[0].block, OUT / t[0].block.name / "schemata", t[1]["id"],
@@ -530,7 +550,7 @@ class TestStage:
         none, so whether Amaranth can elaborate it is asked first)."""
         b, n, args = p.block, row["id"], self.args
         tree = OUT / b.name / "schemata"
-        sims, proofs = sim_tests(b), [b.proofs()] if b.formal and not args.no_formal else []
+        sims, proofs = sim_tests(b, soak=row["screen"] == "-"), [b.proofs()] if b.formal and not args.no_formal else []
         if place is None and not valid(tree, b.name, n + 1):
             row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
         else:

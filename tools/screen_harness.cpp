@@ -5,8 +5,10 @@
 // .bin files of the working directory, then for each mutant-select value given on the command line a
 // fork of that state (so no mutant sees the memories another left) sets `mutsel`, starts the run and
 // waits for `done` (the wrapper stops at the first mismatch), then prints the outputs checked.verdict
-// reads as one JSON line: {"mutsel": n, "seconds": s, "<port>": "<hex>", ...}. A child that dies (a
-// crash, or SCREEN_TIMEOUT seconds) prints {"mutsel": n, "status": ...} instead.
+// reads as one JSON line: {"mutsel": n, "seconds": s, "stopped": 0|1, "<port>": "<hex>", ...}; "stopped": an
+// invariant of the design failed (its assertion's message, written by the simulation, comes before the
+// line's JSON), which ends the run there. A child that dies (a crash, or SCREEN_TIMEOUT seconds) prints
+// {"mutsel": n, "status": ...} instead.
 // screen_config.h (written by tools/screening.py) defines CONTROLS(X), the 32-bit run inputs (values on
 // stdin, one "name value" per line), and OUTPUTS(X), the outputs printed.
 #include <chrono>
@@ -51,6 +53,7 @@ int main(int argc, char **argv) {
     unsigned long value;
     while (std::cin >> name >> value) controls[name] = uint32_t(value);
     auto *context = new VerilatedContext;
+    context->fatalOnError(false);     // a failed assertion stops the run (gotFinish), the harness reports it
     auto *top = new Vtop{context};
     top->start = 0;
     top->reset = 1;
@@ -74,12 +77,13 @@ int main(int argc, char **argv) {
             top->start = 1;
             const auto start = std::chrono::steady_clock::now();
             top->eval();
-            while (!top->done && top->eventsPending()) {
+            while (!top->done && !context->gotFinish() && top->eventsPending()) {
                 context->time(top->nextTimeSlot());
                 top->eval();
             }
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::printf("{\"mutsel\": %ld, \"seconds\": %.6f, \"done\": %d", mutsel, seconds, int(top->done));
+            std::printf("{\"mutsel\": %ld, \"seconds\": %.6f, \"done\": %d, \"stopped\": %d", mutsel, seconds,
+                        int(top->done), int(context->gotFinish()));
 #define PRINT(port) std::printf(", \"" #port "\": \""); hex(top->port); std::printf("\"");
             OUTPUTS(PRINT)
             std::printf("}\n");

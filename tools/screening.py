@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -138,7 +139,10 @@ def judge(component, words, expected, line):
     """(killed, reason, cycles) of one harness result line."""
     if "status" in line:
         return True, f"the simulation died (wait status {line['status']}: a crash or a hang)", None
-    values = {k: int(v, 16) for k, v in line.items() if k not in ("mutsel", "seconds", "done")}
+    values = {k: int(v, 16) for k, v in line.items() if k not in ("mutsel", "seconds", "done", "stopped", "message")}
+    if line.get("stopped"):
+        cycles = values["cycles"]
+        return True, f"an invariant of the design failed at cycle {cycles}: {line['message']}", cycles
     try:
         checked.verdict(component, words, expected, values.__getitem__)
     except AssertionError as error:
@@ -169,7 +173,7 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=()
     model_seconds = time.monotonic() - start
     wrapper = _wrapper(component, words, expected, schemata.select())
     start = time.monotonic()
-    runner.emit_verilog(wrapper, work / "top.v")
+    runner.emit_verilog(wrapper, work / "top.v", platform=runner.INVARIANTS)
     build_seconds = time.monotonic() - start + build(work, wrapper, component, expected)
     seen = schemata.outcomes()
     chosen = sorted(n for n, s in seen.items() if runnable(s) and (only is None or n in only))
@@ -210,7 +214,7 @@ def forced(b, params, label, ids, packets, seed, limit=ELABORATION):
                 words, expected = traffic if same_ports else stimulus(b, component, params, packets, seed)
                 wrapper = _wrapper(component, words, expected, schemata.select())    # the harness sets it
                 with time_limit(limit, "its elaboration"):
-                    runner.emit_verilog(wrapper, work / "top.v")
+                    runner.emit_verilog(wrapper, work / "top.v", platform=runner.INVARIANTS)
         except Exception as error:              # Amaranth cannot build, elaborate or convert the mutant
             report["results"][n] = {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}
             continue
@@ -241,7 +245,21 @@ def _harness(work, component, words, expected, selects):
                           capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the screening harness failed: {done.stderr.strip()[-2000:]}")
-    return [json.loads(text) for text in done.stdout.splitlines()]
+    return _results(done.stdout)
+
+
+def _results(output):
+    """The harness's result lines (dicts) in ``output``; what the simulation wrote before one (a failed
+    assertion's message, then Verilator's report of it) is its ``message``."""
+    results, written = [], ""
+    for text in output.splitlines():
+        before, brace, rest = text.partition('{"mutsel"')
+        written += before + " "
+        if brace:
+            message = re.split(r"\[\d+\] %Error", written)[0]        # Verilator's own report follows it
+            results.append({**json.loads(brace + rest), "message": " ".join(message.split())})
+            written = ""
+    return results
 
 
 @contextlib.contextmanager

