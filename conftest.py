@@ -104,9 +104,13 @@ def pytest_collection_modifyitems(config, items):
     ``xdist_group`` into its node id by setting ``item._nodeid``, which pytest 9 no longer reads (the
     id lives in ``item._id``), so every group was split over the workers and the tests of one
     parameter set waited for each other's build. Do the same through ``_id``; reports then carry
-    ``@group`` (``runner.plain_nodeid`` drops it). ``--block`` selects first."""
+    ``@group`` (``runner.plain_nodeid`` drops it). ``--block`` selects first; ``INNET_FIRST`` (node ids,
+    comma-separated) runs those tests first, in its order (``make mutants``: the tests likeliest to fail)."""
     if config.getoption("block"):
         _select_block(config, items)
+    first = {nodeid: k for k, nodeid in enumerate(os.environ.get("INNET_FIRST", "").split(",")) if nodeid}
+    if first:
+        items[:] = sorted(items, key=lambda item: first.get(runner.plain_nodeid(item.nodeid), len(first)))
     if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
         return
     for item in items:

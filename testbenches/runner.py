@@ -24,6 +24,7 @@ A failing test names its seed, log and waveform.
 """
 import fcntl
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -301,12 +302,25 @@ def parametrize(module, configs, select=None):
     """pytest parametrization of a testbench: every cocotb test of ``module`` x every parameter set
     of ``configs`` (id -> parameters object), as ``(params, testcase)`` with ids ``<config>-<test>``;
     ``select(config, test)`` keeps a subset. The tests of one parameter set share an xdist group
-    (one Verilator build). Apply it below the module's cocotb tests."""
-    block = block_of(module if isinstance(module, str) else module.__name__)
+    (one Verilator build). Apply it below the module's cocotb tests. ``configs_of`` reads ``configs`` back."""
+    name = module if isinstance(module, str) else module.__name__
+    CONFIGS[name] = dict(configs)
+    block = block_of(name)
     cases = [pytest.param(params, test, id=f"{config}-{test}", marks=pytest.mark.xdist_group(f"{block}-{config}"))
              for config, params in configs.items() for test in cocotb_tests(module)
              if select is None or select(config, test)]
     return pytest.mark.parametrize(("params", "testcase"), cases)
+
+
+#: test module -> the parameter sets its tests run with (``parametrize``).
+CONFIGS = {}
+
+
+def configs_of(path):
+    """{config: parameters object} of the testbench file ``path`` (``testbenches/test_x.py``)."""
+    name = path.removesuffix(".py").replace("/", ".")
+    importlib.import_module(name)
+    return CONFIGS.get(name, {})
 
 
 def block_of(test_module):

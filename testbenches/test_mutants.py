@@ -97,6 +97,53 @@ def test_equivalent_not_counted(tmp_path, monkeypatch, capsys):
     assert "equivalent #3" in out and "survivor #1" in out, "nth: only that mutant of the line text"
 
 
+def test_argued_mutant_is_decided_by_its_argument(monkeypatch, capsys):
+    """A mutant screening lets pass that ``tools/equivalent_mutants.toml`` argues equivalent runs no test (its
+    argument decides it); ``--argued`` lists only such mutants and takes them through the tests."""
+    from tools import campaign, mutants
+    sources = mutants.Sources(block("ev_expander").sources())
+    every, argued = generate(sources.text), mutants.equivalent("ev_expander")
+    ranks = mutants._ranks(sources.text, every)
+    is_argued = {m.id: bool(mutants.why_of(argued, dict(zip(("before", "after"), m.describe(sources.text)),
+                                                        nth=ranks[m.id]))) for m in every}
+    one, other = next(m for m in every if is_argued[m.id]), next(m for m in every if not is_argued[m.id])
+    monkeypatch.setattr(mutants, "screen", lambda plans, args, progress: {"ev_expander": {
+        m.id: {"screen": "pass", "reason": "", "place": None} for m in (one, other)}})
+    ran = []
+    monkeypatch.setattr(mutants.TestStage, "run", lambda self, p, row, place: ran.append(row["id"]))
+    for options, tested in (([], [other.id]), (["--argued"], [one.id, other.id])):
+        args = mutants.parser().parse_args(["ev_expander", "--no-miter", *options])
+        rows = mutants.decide([mutants.Plan(block("ev_expander"), sources, every, [one, other])], args,
+                              campaign.Progress(2))["ev_expander"]
+        assert sorted(ran) == sorted(tested), options
+        assert [mutants._fate(r, argued) for r in rows] == ["argued", "survivor"], rows
+        ran.clear()
+    capsys.readouterr()
+    mutants.main(["ev_expander", "--argued", "--list"])
+    listed = [int(line.split()[0]) for line in capsys.readouterr().out.splitlines()]
+    assert one.id in listed and all(is_argued[n] for n in listed), listed
+
+
+def test_likeliest_killers_run_first(monkeypatch):
+    """``INNET_FIRST`` (the tests that killed a block's mutants so far, the testbench stage's order) moves those
+    tests to the front of the session, in its order; the others keep theirs."""
+    import conftest
+
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    class Config:
+        option = None
+
+        def getoption(self, name, default=None):
+            return default
+    items = [Item(f"testbenches/test_x.py::test_x[{k}]") for k in "abcd"]
+    monkeypatch.setenv("INNET_FIRST", "testbenches/test_x.py::test_x[c],testbenches/test_x.py::test_x[a]")
+    conftest.pytest_collection_modifyitems(Config(), items)
+    assert [item.nodeid[-2] for item in items] == ["c", "a", "b", "d"]
+
+
 def test_equivalences_are_mutants():
     """Every mutant argued equivalent is still a mutant of its block's source (no stale argument)."""
     import tomllib

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from registry import BLOCKS, ROOT
-from testbenches.runner import block_of
+from testbenches.runner import block_of, configs_of
 
 __all__ = ["designs", "Progress", "Screening", "miter"]
 
@@ -35,8 +35,14 @@ TIMEOUT, MITER = 1800, 180
 
 def designs(b):
     """[(design, variant)] the block ``b``'s mutants are screened on, in order: the block, each of its
-    registry variants, the registered designs whose testbenches are in its ``tests``."""
+    registry variants, each parameter set of its testbench other than the soak's (variant ``tb-<config>``:
+    odd sizes, small counters), the registered designs whose testbenches are in its ``tests``."""
+    from testbenches.checked import soak_params
+    from tools.screening import TESTBENCH
     found = [(b.name, None)] + [(b.name, v) for v in b.variants]
+    soak = b.make_params(soak_params(b.name)["params"]).as_dict()
+    found += [(b.name, TESTBENCH + config) for config, params in configs_of(b.testbench()).items()
+              if isinstance(params, b.params) and params.as_dict() != soak]
     for test in b.tests:
         name = block_of(test.removesuffix(".py").replace("/", "."))
         if name in BLOCKS and (name, None) not in found:
@@ -143,13 +149,19 @@ class Screening:
                 self.out[n] = {"screen": "killed", "reason": f"{name}: {report['results'][str(n)]['reason']}",
                                "place": self.places.get(n)}
                 self.alive.discard(n)
-            progress({(self.b.name, n) for n in self.out}, f"screening {self.b.name} on {name}: {len(killed)} "
-                                                           f"killed of {len(report['results'])} run, "
-                                                           f"{len(self.alive)} left")
+            progress({(self.b.name, n) for n in self.out}, f"screening {self.b.name} on {name}: " + (
+                f"skipped: {report['skipped']}" if "skipped" in report else
+                f"{len(killed)} killed of {len(report['results'])} run, {len(self.alive)} left"))
 
     def statics(self):
         """The mutants left that some design elaborates as elaboration-time Python."""
         return [n for n in sorted(self.alive) if n in self.where]
+
+    def unbuilt(self, ids):
+        """Leave the static mutants ``ids`` unscreened: no build of their own (an argument decides them)."""
+        for n in ids:
+            self.out[n] = {"screen": "-", "reason": "elaboration-time, not built", "place": self.places.get(n)}
+            self.alive.discard(n)
 
     def force(self, ids):
         """Screen the static mutants ``ids`` on builds of their own, design by design (one process per design:

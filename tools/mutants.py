@@ -40,6 +40,7 @@ its line and why it is left; ``--summary`` prints the table of every block's CSV
 into docs/verification.md.
 """
 import ast
+import collections
 import csv
 import os
 import random
@@ -398,9 +399,8 @@ def select(name, args):
         left = {int(r["id"]) for r in merged(b.name, source, []) if _fate(r, argued) == "survivor"}
         mutants = [m for m in mutants if m.id in left]
     if args.argued:
-        argued, ranks = equivalent(b.name), _ranks(source, every)
-        mutants = [m for m in mutants if why_of(argued, dict(zip(("before", "after"), m.describe(source)),
-                                                             nth=ranks[m.id]))]
+        argued = argued_ids(b.name, source, every)
+        mutants = [m for m in mutants if m.id in argued]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
     if args.list:
@@ -461,6 +461,9 @@ def screen(plans, args, progress):
                                          args.packets, args.seed) for p in plans]
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(lambda s: s.run(progress), screenings))
+            for p, s in zip(plans, screenings):     # an argued static mutant is decided without a build of its own
+                s.unbuilt(set(s.statics()) & (set() if args.argued else argued_ids(p.block.name, p.sources.text,
+                                                                                   p.every)))
             tasks = [(s, batch) for s in screenings for batch in _batches(s.statics(), STATICS, jobs)]
             for (s, batch), fates in zip(tasks, pool.map(lambda task: task[0].force(task[1]), tasks)):
                 progress({(s.b.name, n) for n, fate in fates.items() if fate != "pass"},
@@ -479,8 +482,8 @@ def _batches(items, most, least):
 
 
 def decide(plans, args, progress):
-    """{block: rows} of the plans' mutants through the stages: screening, the testbenches and proofs of the
-    survivors (``jobs`` mutants at a time, every block's together), the miter of what is left."""
+    """{block: rows} of the plans' mutants through the stages: screening, then each survivor's testbenches and
+    proofs and, when they let it pass, its miter (``jobs`` mutants at a time, every block's together)."""
     jobs = max(1, args.jobs)
     verdicts = screen(plans, args, progress)
     rows = {p.block.name: [_row(p, m, verdicts[p.block.name][m.id], ranks) for m in p.mutants]
@@ -497,16 +500,17 @@ def decide(plans, args, progress):
                 progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
             else:
                 going.append((p, row))
+
+    def through(task):
+        p, row = task
+        place = verdicts[p.block.name][row["id"]]["place"]
+        stage.run(p, row, place)
+        if not args.no_miter and place and _fate(row, {}) == "survivor":
+            row["miter"], row["reason"] = campaign.miter(p.block, OUT / p.block.name / "schemata", row["id"], place,
+                                                         args.depth, args.miter_timeout)
+            progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {row['miter']}: {row['reason']}")
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(lambda task: stage.run(*task, verdicts[task[0].block.name][task[1]["id"]]["place"]), going))
-    if not args.no_miter:
-        left = [(p, r) for p, r in going if _fate(r, {}) == "survivor" and verdicts[p.block.name][r["id"]]["place"]]
-        with ThreadPoolExecutor(jobs) as pool:
-            for (p, row), (verdict, detail) in zip(left, pool.map(lambda t: campaign.miter(
-                    t[0].block, OUT / t[0].block.name / "schemata", t[1]["id"],
-                    verdicts[t[0].block.name][t[1]["id"]]["place"], args.depth, args.miter_timeout), left)):
-                row["miter"], row["reason"] = verdict, detail
-                progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {verdict}: {detail}")
+        list(pool.map(through, going))
     return rows
 
 
@@ -537,12 +541,14 @@ class TestStage:
     share one Verilator build per parameter set with every other mutant and the unmutated design (the
     simulator is given the mutant); every other elaboration (proofs, Python simulation) builds the AST
     mutant itself. Mutants of one tree run side by side, each with run and proof directories of its own
-    (``INNET_RUNS``, ``INNET_FORMAL``). A failure is a kill only if the unmutated design passes that test
-    (``design_passes``: each killing test run once on the design; without ``--no-baseline``)."""
+    (``INNET_RUNS``, ``INNET_FORMAL``); the tests that killed the block's mutants so far run first, the most
+    killing first (``INNET_FIRST``: a kill comes sooner, a mutant no test kills still runs every test). A
+    failure is a kill only if the unmutated design passes that test (``design_passes``: each killing test
+    run once on the design; without ``--no-baseline``)."""
 
     def __init__(self, args, progress):
         self.args, self.progress = args, progress
-        self.lock, self.designs = threading.Lock(), {}
+        self.lock, self.designs, self.killers = threading.Lock(), {}, {}
 
     def run(self, p, row, place):
         """Fill in ``row`` (mutant ``row["id"]`` of plan ``p``): sim and formal each pass, fail or timeout
@@ -554,10 +560,17 @@ class TestStage:
         if place is None and not valid(tree, b.name, n + 1):
             row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
         else:
-            verdict, test = _run_tests(tree, sims + proofs, args.seed, 0, TIMEOUT, n + 1, self._dirs(tree, n + 1))
+            with self.lock:
+                killers = self.killers.setdefault(b.name, collections.Counter())
+                first = ",".join(test for test, _ in killers.most_common())
+            verdict, test = _run_tests(tree, sims + proofs, args.seed, 0, TIMEOUT, n + 1,
+                                       {**self._dirs(tree, n + 1), "INNET_FIRST": first})
             in_proofs = test is not None and any(test.startswith(path) for path in proofs)
             if verdict == "fail" and not args.no_baseline and not self.design_passes(tree, test):
                 raise ValueError(f"the unmutated {b.name} fails its own test {test} (seed {args.seed}): fix that first")
+            if verdict == "fail":
+                with self.lock:
+                    killers[test] += 1
             row["sim"] = "pass" if in_proofs else verdict
             row["formal"] = verdict if in_proofs else "pass" if verdict == "pass" and proofs else "-"
             if verdict != "pass":
@@ -702,6 +715,12 @@ def equivalent(name):
     of that line text (``why_of`` looks a row up)."""
     table = tomllib.loads(EQUIVALENT.read_text()).get(name, {}) if EQUIVALENT.exists() else {}
     return {(e["before"], e["after"], e.get("nth")): e["why"] for e in table}
+
+
+def argued_ids(name, source, every):
+    """The ids of the mutants of block ``name`` (``every``: all of ``source``'s) argued equivalent."""
+    argued, ranks = equivalent(name), _ranks(source, every)
+    return {m.id for m in every if why_of(argued, dict(zip(("before", "after"), m.describe(source)), nth=ranks[m.id]))}
 
 
 def why_of(argued, row):

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -48,11 +49,22 @@ PACKETS = 100_000
 ELABORATION = 120
 
 
+#: The prefix of a variant that is a parameter set of the block's testbench: ``tb-<config>``.
+TESTBENCH = "tb-"
+
+
 def design(name, variant=None):
     """(block, parameters) of registered design ``name`` with its soak parameters (and ``variant``'s
-    overrides)."""
+    overrides), or with ``variant`` ``tb-<config>`` its testbench's parameter set ``<config>`` (one the
+    soak traffic cannot drive is skipped: the report says why)."""
     b = block(name)
     values = checked.soak_params(name)["params"]
+    if variant is not None and variant.startswith(TESTBENCH):
+        configs = runner.configs_of(b.testbench())
+        config = variant.removeprefix(TESTBENCH)
+        if config not in configs:
+            raise ValueError(f"--variant {variant!r}: {b.testbench()} has configurations {', '.join(configs)}")
+        return b, configs[config]
     if variant is not None:
         if variant not in b.variants:
             raise ValueError(f"--variant {variant!r}: {name} has {', '.join(b.variants) or 'no variants'}")
@@ -60,8 +72,25 @@ def design(name, variant=None):
     return b, b.make_params(values)
 
 
-def stimulus(b, component, params, packets, seed):
-    """(input words, ``checked.Expected``) of ``packets`` packets of block ``b``'s soak traffic."""
+def stimulus(b, component, params, packets, seed, cache=None):
+    """(input words, ``checked.Expected``) of ``packets`` packets of block ``b``'s soak traffic; ``cache``: a
+    file that keeps them for the next call with the same design, traffic and sources (the screening of a
+    schemata writes it, the batches of its static mutants read it: the model runs once per design)."""
+    if cache is not None:
+        digest = hashlib.sha256(repr((b.name, params, packets, seed)).encode())
+        for path in sorted(p for part in ("hdl", "models", "testbenches") for p in (ROOT / part).rglob("*.py")):
+            digest.update(path.read_bytes())
+        key = digest.hexdigest()
+        if cache.exists():
+            with open(cache, "rb") as f:
+                kept = pickle.load(f)
+            if kept[0] == key:
+                return kept[1]
+        made = stimulus(b, component, params, packets, seed)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache, "wb") as f:
+            pickle.dump((key, made), f)
+        return made
     from testbenches.test_soak import traffic
     rng = random.Random(seed)
     generate = b.traffic(component, rng) if b.traffic else traffic(b.stimulus, component, rng)
@@ -169,7 +198,15 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=()
     schemata.clear()
     component = b.build(params)
     start = time.monotonic()
-    words, expected = stimulus(b, component, params, packets, seed)
+    try:
+        words, expected = stimulus(b, component, params, packets, seed, work / "stimulus.pickle")
+    except ValueError as error:         # a testbench's parameter set that the soak traffic was not made for
+        if not (variant or "").startswith(TESTBENCH):
+            raise
+        report = {"design": label, "skipped": f"the soak traffic cannot drive it: {error}", "results": {},
+                  "outcomes": {}}
+        Path(out).write_text(json.dumps(report, indent=1))
+        return report
     model_seconds = time.monotonic() - start
     wrapper = _wrapper(component, words, expected, schemata.select())
     start = time.monotonic()
@@ -202,7 +239,7 @@ def forced(b, params, label, ids, packets, seed, limit=ELABORATION):
     report = {"design": label, "packets": packets, "seed": seed, "results": {}}
     with schemata.forcing(schemata.ORIGINAL):
         reference = b.build(params)
-    traffic = stimulus(b, reference, params, packets, seed)
+    traffic = stimulus(b, reference, params, packets, seed, ROOT / "build" / "screening" / label / "stimulus.pickle")
     for n in ids:
         work = ROOT / "build" / "screening" / f"{label}-m{n}"
         work.mkdir(parents=True, exist_ok=True)
@@ -296,7 +333,8 @@ def main(argv=None):
                     args.elaboration_limit)
     killed = sum(bool(r.get("killed")) for r in report["results"].values())
     times = report.get("seconds", {})
-    print(f"screening {report['design']}: {killed}/{len(report['results'])} mutants killed"
+    print(f"screening {report['design']}: " + (f"skipped: {report['skipped']}" if "skipped" in report else
+                                                f"{killed}/{len(report['results'])} mutants killed")
           + "".join(f"; {k} {v:.1f} s" for k, v in times.items()))
 
 
