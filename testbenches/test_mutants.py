@@ -325,7 +325,8 @@ def test_screening_small_block(tmp_path):
     from tools import campaign, schemata
     from tools.mutants import Sources, copy_tree
     b = block("spillway.link")
-    assert campaign.designs(b) == [("spillway.link", None), ("spillway.switch", None), ("spillway.top", None)]
+    assert campaign.designs(b) == [("spillway.link", None), ("spillway.link", "tb-l1"), ("spillway.link", "tb-l7w48"),
+                                   ("spillway.switch", None), ("spillway.top", None)]
     sources = Sources(b.sources())
     tree = tmp_path / "schemata"
     copy_tree(tree)

@@ -31,6 +31,9 @@ __all__ = ["designs", "Progress", "Screening", "miter"]
 #: Seconds a screening process may take, and a miter (``make mutants``'s ``--miter-timeout``): the miters of
 #: equivalent mutants prove in well under a minute; one that runs past leaves a survivor to argue.
 TIMEOUT, MITER = 1800, 180
+#: The soak traffic and model outputs the screenings of one campaign share (``tools.screening.stimulus``),
+#: emptied when a campaign starts.
+STIMULI = ROOT / "build" / "screening-stimuli"
 
 
 def designs(b):
@@ -94,7 +97,8 @@ def kill_session(session):
 def _python(tree, args, what, timeout=TIMEOUT):
     """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails or runs past
     ``timeout`` seconds (then it and all it started are killed)."""
-    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime"))
+    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime"),
+               INNET_SCREEN_STIMULI=str(STIMULI))
     with subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
         try:

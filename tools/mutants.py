@@ -457,6 +457,7 @@ def screen(plans, args, progress):
         copy_tree(OUT / p.block.name / "schemata")
         schemata.write(p.sources, p.every, OUT / p.block.name / "schemata")
     if not args.no_screen:
+        shutil.rmtree(campaign.STIMULI, ignore_errors=True)
         screenings = [campaign.Screening(p.block, OUT / p.block.name / "schemata", [m.id for m in p.mutants],
                                          args.packets, args.seed) for p in plans]
         with ThreadPoolExecutor(jobs) as pool:
@@ -536,9 +537,9 @@ def screened(p, verdicts):
 
 class TestStage:
     """Today's stage (``run``): a mutant that screening let pass (every mutant with ``--no-screen``) runs its
-    block's simulations, then its proofs, in one pytest session in the block's schemata tree, stopping at the
-    first failure. The run for mutant ``n`` has ``INNET_MUTANT=n + 1`` (tools/schemata.py): its cocotb tests
-    share one Verilator build per parameter set with every other mutant and the unmutated design (the
+    block's simulations, then (if they pass) its proofs, a pytest session each in the block's schemata tree,
+    stopping at the first failure. The run for mutant ``n`` has ``INNET_MUTANT=n + 1`` (tools/schemata.py): its
+    cocotb tests share one Verilator build per parameter set with every other mutant and the unmutated design (the
     simulator is given the mutant); every other elaboration (proofs, Python simulation) builds the AST
     mutant itself. Mutants of one tree run side by side, each with run and proof directories of its own
     (``INNET_RUNS``, ``INNET_FORMAL``); the tests that killed the block's mutants so far run first, the most
@@ -560,25 +561,33 @@ class TestStage:
         if place is None and not valid(tree, b.name, n + 1):
             row.update(sim="invalid", formal="invalid", reason="Amaranth cannot elaborate it")
         else:
-            with self.lock:
-                killers = self.killers.setdefault(b.name, collections.Counter())
-                first = ",".join(test for test, _ in killers.most_common())
-            verdict, test = _run_tests(tree, sims + proofs, args.seed, 0, TIMEOUT, n + 1,
-                                       {**self._dirs(tree, n + 1), "INNET_FIRST": first})
-            in_proofs = test is not None and any(test.startswith(path) for path in proofs)
-            if verdict == "fail" and not args.no_baseline and not self.design_passes(tree, test):
-                raise ValueError(f"the unmutated {b.name} fails its own test {test} (seed {args.seed}): fix that first")
-            if verdict == "fail":
-                with self.lock:
-                    killers[test] += 1
+            verdict, test = self._session(tree, b.name, sims, n)
+            in_proofs = verdict == "pass" and bool(proofs)
+            if in_proofs:
+                verdict, test = self._session(tree, b.name, proofs, n)
             row["sim"] = "pass" if in_proofs else verdict
-            row["formal"] = verdict if in_proofs else "pass" if verdict == "pass" and proofs else "-"
+            row["formal"] = verdict if in_proofs else "-"
             if verdict != "pass":
                 row["reason"] = f"killed by {test}" if test else f"its tests ran past {TIMEOUT} s"
             shutil.rmtree(tree / "build" / "mutant-runs" / str(n + 1), ignore_errors=True)
         self.progress({(b.name, n)} if _fate(row, {}) != "survivor" else (),
                       f"{b.name} #{n} {row['operator']} {p.sources.where(row['line'])}: sim {row['sim']}, "
                       f"formal {row['formal']}")
+
+    def _session(self, tree, name, paths, n):
+        """(verdict, test) of mutant ``n`` of block ``name`` on the tests ``paths`` (``_run_tests``), the tests
+        that killed the block's mutants so far first; a kill counts for its test (if the design passes it)."""
+        with self.lock:
+            killers = self.killers.setdefault(name, collections.Counter())
+            first = ",".join(test for test, _ in killers.most_common())
+        verdict, test = _run_tests(tree, paths, self.args.seed, 0, TIMEOUT, n + 1,
+                                   {**self._dirs(tree, n + 1), "INNET_FIRST": first})
+        if verdict == "fail" and not self.args.no_baseline and not self.design_passes(tree, test):
+            raise ValueError(f"the unmutated {name} fails its own test {test} (seed {self.args.seed}): fix that first")
+        if verdict == "fail":
+            with self.lock:
+                killers[test] += 1
+        return verdict, test
 
     @staticmethod
     def _dirs(tree, mutant):

@@ -44,6 +44,9 @@ RUNTIME = ("verilated", "verilated_threads", "verilated_timing")
 OPT = "-O1"
 #: Packets of the soak traffic a screening run sends (the soak's 1e5).
 PACKETS = 100_000
+#: Where the soak traffic and the model's outputs of each design are kept (``stimulus``); a campaign gives its
+#: screenings one (``INNET_SCREEN_STIMULI``).
+STIMULI = Path(os.environ.get("INNET_SCREEN_STIMULI", ROOT / "build" / "screening-stimuli"))
 #: Seconds a forced mutant's construction, and its elaboration, may take (a mutated loop bound can make
 #: either loop for ever).
 ELABORATION = 120
@@ -74,22 +77,24 @@ def design(name, variant=None):
 
 def stimulus(b, component, params, packets, seed, cache=None):
     """(input words, ``checked.Expected``) of ``packets`` packets of block ``b``'s soak traffic; ``cache``: a
-    file that keeps them for the next call with the same design, traffic and sources (the screening of a
-    schemata writes it, the batches of its static mutants read it: the model runs once per design)."""
+    directory that keeps them for the next call with the same design, ports, traffic and model sources (the
+    screenings of a campaign share one: a design is modelled once, whichever block's schemata it carries)."""
     if cache is not None:
-        digest = hashlib.sha256(repr((b.name, params, packets, seed)).encode())
-        for path in sorted(p for part in ("hdl", "models", "testbenches") for p in (ROOT / part).rglob("*.py")):
+        digest = hashlib.sha256(repr((b.name, params, packets, seed, component.signature)).encode())
+        for path in sorted(p for part in ("models", "testbenches") for p in (ROOT / part).rglob("*.py")):
             digest.update(path.read_bytes())
-        key = digest.hexdigest()
-        if cache.exists():
-            with open(cache, "rb") as f:
-                kept = pickle.load(f)
-            if kept[0] == key:
-                return kept[1]
+        for name in ("registry.py", "tools/traffic.py"):
+            digest.update((ROOT / name).read_bytes())
+        kept = Path(cache) / f"{digest.hexdigest()[:24]}.pickle"
+        if kept.exists():
+            with open(kept, "rb") as f:
+                return pickle.load(f)
         made = stimulus(b, component, params, packets, seed)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        with open(cache, "wb") as f:
-            pickle.dump((key, made), f)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        part = kept.with_suffix(f".{os.getpid()}")
+        with open(part, "wb") as f:
+            pickle.dump(made, f)
+        part.replace(kept)
         return made
     from testbenches.test_soak import traffic
     rng = random.Random(seed)
@@ -199,7 +204,7 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=()
     component = b.build(params)
     start = time.monotonic()
     try:
-        words, expected = stimulus(b, component, params, packets, seed, work / "stimulus.pickle")
+        words, expected = stimulus(b, component, params, packets, seed, STIMULI)
     except ValueError as error:         # a testbench's parameter set that the soak traffic was not made for
         if not (variant or "").startswith(TESTBENCH):
             raise
@@ -239,7 +244,7 @@ def forced(b, params, label, ids, packets, seed, limit=ELABORATION):
     report = {"design": label, "packets": packets, "seed": seed, "results": {}}
     with schemata.forcing(schemata.ORIGINAL):
         reference = b.build(params)
-    traffic = stimulus(b, reference, params, packets, seed, ROOT / "build" / "screening" / label / "stimulus.pickle")
+    traffic = stimulus(b, reference, params, packets, seed, STIMULI)
     for n in ids:
         work = ROOT / "build" / "screening" / f"{label}-m{n}"
         work.mkdir(parents=True, exist_ok=True)
