@@ -107,8 +107,8 @@ def test_argued_mutant_is_decided_by_its_argument(monkeypatch, capsys):
     is_argued = {m.id: bool(mutants.why_of(argued, dict(zip(("before", "after"), m.describe(sources.text)),
                                                         nth=ranks[m.id]))) for m in every}
     one, other = next(m for m in every if is_argued[m.id]), next(m for m in every if not is_argued[m.id])
-    monkeypatch.setattr(mutants, "screen", lambda plans, args, progress: {"ev_expander": {
-        m.id: {"screen": "pass", "reason": "", "place": None} for m in (one, other)}})
+    monkeypatch.setattr(mutants, "screen_block", lambda p, args, progress, work: {
+        m.id: {"screen": "pass", "reason": "", "place": None} for m in (one, other)})
     ran = []
     monkeypatch.setattr(mutants.TestStage, "run", lambda self, p, row, place: ran.append(row["id"]))
     for options, tested in (([], [other.id]), (["--argued"], [one.id, other.id])):

@@ -434,44 +434,57 @@ def run_mutant(name, mutant, **options):
 
 
 def campaign_run(plans, args):
-    """Every stage on the plans' mutants (``decide``), then the report of each block (merged into its CSV);
-    with ``--screen-only`` screening alone, then the mutants it let pass (``screened``)."""
+    """Every stage on the plans' mutants (``decide``), each block's report (merged into its CSV) as soon as its
+    mutants are decided; with ``--screen-only`` screening alone, then the mutants it let pass (``screened``)."""
     progress = campaign.Progress(sum(len(p.mutants) for p in plans))
     if args.screen_only:
         verdicts = screen(plans, args, progress)
         for p in plans:
             screened(p, verdicts[p.block.name])
         return
-    rows = decide(plans, args, progress)
-    for p in plans:
-        progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
-        report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows[p.block.name]))
+    lock = threading.Lock()
+
+    def done(p, rows):
+        with lock:
+            progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
+            report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows))
+    decide(plans, args, progress, done)
+
+
+def _pools(plans, args, each):
+    """[each(plan, work)] of every plan, side by side: ``work`` runs the stages' processes, ``jobs`` at a time
+    (a block's next stage starts as soon as its last one ends, whatever the other blocks are doing)."""
+    if not args.no_screen:
+        shutil.rmtree(campaign.STIMULI, ignore_errors=True)
+    with ThreadPoolExecutor(max(1, args.jobs)) as work, ThreadPoolExecutor(len(plans)) as blocks:
+        return list(blocks.map(lambda p: each(p, work), plans))
 
 
 def screen(plans, args, progress):
-    """{block: {id: verdict}} of the plans' mutants (``campaign.Screening.verdicts``; screen ``-``: not
-    screened, with ``--no-screen``)."""
-    jobs = max(1, args.jobs)
-    verdicts = {p.block.name: {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants} for p in plans}
-    for p in plans:
-        copy_tree(OUT / p.block.name / "schemata")
-        schemata.write(p.sources, p.every, OUT / p.block.name / "schemata")
-    if not args.no_screen:
-        shutil.rmtree(campaign.STIMULI, ignore_errors=True)
-        screenings = [campaign.Screening(p.block, OUT / p.block.name / "schemata", [m.id for m in p.mutants],
-                                         args.packets, args.seed) for p in plans]
-        with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(lambda s: s.run(progress), screenings))
-            for p, s in zip(plans, screenings):     # an argued static mutant is decided without a build of its own
-                s.unbuilt(set(s.statics()) & (set() if args.argued else argued_ids(p.block.name, p.sources.text,
-                                                                                   p.every)))
-            tasks = [(s, batch) for s in screenings for batch in _batches(s.statics(), STATICS, jobs)]
-            for (s, batch), fates in zip(tasks, pool.map(lambda task: task[0].force(task[1]), tasks)):
-                progress({(s.b.name, n) for n, fate in fates.items() if fate != "pass"},
-                         f"screening {s.b.name} on builds of their own: " + ", ".join(
-                             f"#{n} {fate}" for n, fate in fates.items()))
-        for s in screenings:
-            verdicts[s.b.name].update(s.verdicts())
+    """{block: {id: verdict}} of the plans' mutants (``screen_block``)."""
+    return {p.block.name: verdicts for p, verdicts in zip(plans, _pools(
+        plans, args, lambda p, work: screen_block(p, args, progress, work)))}
+
+
+def screen_block(p, args, progress, work):
+    """{id: verdict} of plan ``p``'s mutants (``campaign.Screening.verdicts``; screen ``-``: not screened, with
+    ``--no-screen``), its screening processes run by the executor ``work``."""
+    verdicts = {m.id: {"screen": "-", "reason": "", "place": None} for m in p.mutants}
+    tree = OUT / p.block.name / "schemata"
+    copy_tree(tree)
+    schemata.write(p.sources, p.every, tree)
+    if args.no_screen:
+        return verdicts
+    s = campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed)
+    work.submit(s.run, progress).result()
+    # an argued static mutant is decided without a build of its own
+    s.unbuilt(set(s.statics()) & (set() if args.argued else argued_ids(p.block.name, p.sources.text, p.every)))
+    batches = _batches(s.statics(), STATICS, max(1, args.jobs))
+    for fates in [f.result() for f in [work.submit(s.force, batch) for batch in batches]]:
+        progress({(p.block.name, n) for n, fate in fates.items() if fate != "pass"},
+                 f"screening {p.block.name} on builds of their own: " + ", ".join(
+                     f"#{n} {fate}" for n, fate in fates.items()))
+    verdicts.update(s.verdicts())
     return verdicts
 
 
@@ -482,37 +495,39 @@ def _batches(items, most, least):
     return [items[k * len(items) // count:(k + 1) * len(items) // count] for k in range(count)]
 
 
-def decide(plans, args, progress):
+def decide(plans, args, progress, done=None):
     """{block: rows} of the plans' mutants through the stages: screening, then each survivor's testbenches and
-    proofs and, when they let it pass, its miter (``jobs`` mutants at a time, every block's together)."""
-    jobs = max(1, args.jobs)
-    verdicts = screen(plans, args, progress)
-    rows = {p.block.name: [_row(p, m, verdicts[p.block.name][m.id], ranks) for m in p.mutants]
-            for p, ranks in ((p, _ranks(p.sources.text, p.every)) for p in plans)}
+    proofs and, when they let it pass, its miter (``jobs`` processes at a time, every block's together, each
+    block going on to its next stage on its own); ``done(plan, rows)`` as each block's rows are complete."""
     stage = TestStage(args, progress)
-    going = []
-    for p in plans:
+
+    def through(p, row, place):
+        stage.run(p, row, place)
+        if not args.no_miter and place and _fate(row, {}) == "survivor":
+            row["miter"], row["reason"] = campaign.miter(p.block, OUT / p.block.name / "schemata", row["id"], place,
+                                                         args.depth, args.miter_timeout)
+            progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {row['miter']}: {row['reason']}")
+
+    def block_stages(p, work):
+        verdicts = screen_block(p, args, progress, work)
+        ranks = _ranks(p.sources.text, p.every)
+        rows = [_row(p, m, verdicts[m.id], ranks) for m in p.mutants]
         argued = {} if args.argued else equivalent(p.block.name)
-        for row in rows[p.block.name]:
+        going = []
+        for row in rows:
             if row["screen"] not in ("pass", "-"):
                 continue
             if why_of(argued, row):     # decided by its argument (``--argued`` runs the stages on it)
                 row["reason"] = f"argued equivalent in {EQUIVALENT.name}: its tests not run"
                 progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
             else:
-                going.append((p, row))
-
-    def through(task):
-        p, row = task
-        place = verdicts[p.block.name][row["id"]]["place"]
-        stage.run(p, row, place)
-        if not args.no_miter and place and _fate(row, {}) == "survivor":
-            row["miter"], row["reason"] = campaign.miter(p.block, OUT / p.block.name / "schemata", row["id"], place,
-                                                         args.depth, args.miter_timeout)
-            progress({(p.block.name, row["id"])}, f"miter {p.block.name} #{row['id']}: {row['miter']}: {row['reason']}")
-    with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(through, going))
-    return rows
+                going.append(work.submit(through, p, row, verdicts[row["id"]]["place"]))
+        for future in going:
+            future.result()
+        if done:
+            done(p, rows)
+        return rows
+    return {p.block.name: rows for p, rows in zip(plans, _pools(plans, args, block_stages))}
 
 
 def _row(p, m, verdict, ranks):
