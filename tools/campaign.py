@@ -32,7 +32,7 @@ __all__ = ["designs", "Progress", "Screening", "miter"]
 #: equivalent mutants prove in well under a minute; one that runs past leaves a survivor to argue.
 TIMEOUT, MITER = 1800, 180
 #: The soak traffic and model outputs the screenings of one campaign share (``tools.screening.stimulus``),
-#: emptied when a campaign starts.
+#: emptied when a campaign (``tools.mutants``' command) starts.
 STIMULI = ROOT / "build" / "screening-stimuli"
 
 

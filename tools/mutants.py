@@ -437,6 +437,7 @@ def campaign_run(plans, args):
     """Every stage on the plans' mutants (``decide``), each block's report (merged into its CSV) as soon as its
     mutants are decided; with ``--screen-only`` screening alone, then the mutants it let pass (``screened``)."""
     progress = campaign.Progress(sum(len(p.mutants) for p in plans))
+    shutil.rmtree(campaign.STIMULI, ignore_errors=True)     # this campaign's models only
     if args.screen_only:
         verdicts = screen(plans, args, progress)
         for p in plans:
@@ -454,8 +455,6 @@ def campaign_run(plans, args):
 def _pools(plans, args, each):
     """[each(plan, work)] of every plan, side by side: ``work`` runs the stages' processes, ``jobs`` at a time
     (a block's next stage starts as soon as its last one ends, whatever the other blocks are doing)."""
-    if not args.no_screen:
-        shutil.rmtree(campaign.STIMULI, ignore_errors=True)
     with ThreadPoolExecutor(max(1, args.jobs)) as work, ThreadPoolExecutor(len(plans)) as blocks:
         return list(blocks.map(lambda p: each(p, work), plans))
 

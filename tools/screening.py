@@ -86,9 +86,11 @@ def stimulus(b, component, params, packets, seed, cache=None):
         for name in ("registry.py", "tools/traffic.py"):
             digest.update((ROOT / name).read_bytes())
         kept = Path(cache) / f"{digest.hexdigest()[:24]}.pickle"
-        if kept.exists():
+        try:
             with open(kept, "rb") as f:
                 return pickle.load(f)
+        except FileNotFoundError:
+            pass
         made = stimulus(b, component, params, packets, seed)
         kept.parent.mkdir(parents=True, exist_ok=True)
         part = kept.with_suffix(f".{os.getpid()}")
