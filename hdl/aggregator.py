@@ -5,6 +5,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.counters import count_event
 from hdl.headers import INA, UDP, wire_bytes, wire_view
+from hdl.invariants import asserted
 from hdl.packet import packet_signature
 from hdl.parse import Parser
 from models import wire
@@ -229,7 +230,7 @@ class Aggregator(wiring.Component):
                 m.d.sync += [getattr(out_ina, f).eq(o_flags[f]) for f in o_flags]
                 m.d.sync += [out_values[v].eq(o_values[v]) for v in range(V)]
 
-        if platform == "formal":
+        if asserted(platform):
             self._invariants(m)
         return m
 

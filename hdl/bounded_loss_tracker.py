@@ -5,6 +5,7 @@ from amaranth.lib.wiring import In, Out
 
 from hdl.counters import count_event
 from hdl.headers import DBLP, DBLP_HEADER_BYTES, DBLP_OFFSET, wire_view
+from hdl.invariants import asserted
 from hdl.packet import packet_signature
 from hdl.parse import Parser
 from models.bounded_loss_tracker import COUNTERS, KINDS, BoundedLossTrackerParams
@@ -334,7 +335,7 @@ class BoundedLossTracker(wiring.Component):
         for name in COUNTERS:
             count_event(m, getattr(self, name), amount=inc[name], overflow="saturate")
 
-        if platform == "formal":
+        if asserted(platform):
             self._invariants(m)
         return m
 

