@@ -372,6 +372,24 @@ def test_screening_checks_the_designs_invariants(tmp_path):
                                       and r.endswith("one access per cycle") for r in reasons), results
 
 
+def test_elaboration_failing_at_other_parameters_kills(monkeypatch):
+    """A mutant the block's soak design elaborates but a later design (a testbench's parameter set) cannot
+    is caught by those parameters (killed, as the testbench's elaboration would fail); one that no design
+    before elaborates is invalid."""
+    from tools import campaign
+    b = block("aggregator")
+    first, later = campaign.designs(b)[0], campaign.designs(b)[-1]
+    reports = {first: {"outcomes": {"1": ["selected"]}, "results": {"1": {"killed": False}}},
+               later: {"outcomes": {"1": ["invalid"], "2": ["invalid"]}, "results": {}}}
+    monkeypatch.setattr(campaign, "designs", lambda block: [first, later])
+    monkeypatch.setattr(campaign.Screening, "_screening", lambda self, design, variant, *args: reports[design, variant])
+    screening = campaign.Screening(b, ROOT, [1, 2], 10, 1)
+    screening.run(lambda decided, message: None)
+    verdicts = screening.verdicts()
+    assert verdicts[1]["screen"] == "killed" and verdicts[1]["place"] == first, verdicts
+    assert verdicts[2]["screen"] == "invalid", verdicts
+
+
 def test_forced_elaboration_that_loops_is_invalid(tmp_path):
     """A static mutant whose elaboration never ends (the register file's minimum tree: ``while len(others) >
     1`` -> ``>= 1``) is invalid once the elaboration limit passes, not a screening slot held for the whole

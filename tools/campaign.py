@@ -115,8 +115,9 @@ def _python(tree, args, what, timeout=TIMEOUT):
 class Screening:
     """The screening of the mutants ``ids`` of block ``b`` in its schemata ``tree``: ``run`` screens them on
     every design's one build, ``force`` static mutants on builds of their own (``statics``: those left),
-    ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid; ``place``
-    the (design, variant) that first elaborates the mutant (None: none does)."""
+    ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid (no design
+    before the first that cannot elaborate it can; one that can makes it killed); ``place`` the (design,
+    variant) that first elaborates the mutant (None: none does)."""
 
     def __init__(self, b, tree, ids, packets, seed):
         self.b, self.tree, self.packets, self.seed = b, tree, packets, seed
@@ -140,8 +141,12 @@ class Screening:
                 if n not in self.alive:
                     continue
                 if "invalid" in seen:
-                    self.out[n] = {"screen": "invalid", "reason": f"Amaranth cannot elaborate it on {name}",
-                                   "place": None}
+                    if n in self.places:        # an earlier design elaborates it: these parameters catch it
+                        self.out[n] = {"screen": "killed", "place": self.places[n], "reason": (
+                            f"Amaranth cannot elaborate it on {name} (it can on {label(*self.places[n])})")}
+                    else:
+                        self.out[n] = {"screen": "invalid", "reason": f"Amaranth cannot elaborate it on {name}",
+                                       "place": None}
                     self.alive.discard(n)
                     continue
                 if "selected" in seen or "static" in seen:
