@@ -116,12 +116,12 @@ class Screening:
     """The screening of the mutants ``ids`` of block ``b`` in its schemata ``tree``: ``run`` screens them on
     every design's one build, ``force`` static mutants on builds of their own (``statics``: those left),
     ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid (no design
-    before the first that cannot elaborate it can; one that can makes it killed); ``place`` the (design,
-    variant) that first elaborates the mutant (None: none does)."""
+    before the first that cannot elaborate it can; one that can, ``builds``, makes it killed); ``place`` the
+    (design, variant) that first elaborates the mutant as a change (None: none does)."""
 
     def __init__(self, b, tree, ids, packets, seed):
         self.b, self.tree, self.packets, self.seed = b, tree, packets, seed
-        self.alive, self.out, self.places, self.where = set(ids), {}, {}, {}
+        self.alive, self.out, self.places, self.where, self.builds = set(ids), {}, {}, {}, {}
 
     def _screening(self, design, variant, path, *args):
         _python(self.tree, ["tools.screening", design, "--out", str(path), "--packets", str(self.packets), "--seed",
@@ -141,14 +141,15 @@ class Screening:
                 if n not in self.alive:
                     continue
                 if "invalid" in seen:
-                    if n in self.places:        # an earlier design elaborates it: these parameters catch it
-                        self.out[n] = {"screen": "killed", "place": self.places[n], "reason": (
-                            f"Amaranth cannot elaborate it on {name} (it can on {label(*self.places[n])})")}
+                    if n in self.builds:        # an earlier design elaborates it: these parameters catch it
+                        self.out[n] = {"screen": "killed", "place": self.builds[n], "reason": (
+                            f"Amaranth cannot elaborate it on {name} (it can on {label(*self.builds[n])})")}
                     else:
                         self.out[n] = {"screen": "invalid", "reason": f"Amaranth cannot elaborate it on {name}",
                                        "place": None}
                     self.alive.discard(n)
                     continue
+                self.builds.setdefault(n, (design, variant))
                 if "selected" in seen or "static" in seen:
                     self.places.setdefault(n, (design, variant))
                 if "static" in seen:
@@ -186,7 +187,11 @@ class Screening:
                                       "--force", ",".join(map(str, batch)))["results"]
             for n in batch:
                 result = results[str(n)]
-                if result.get("invalid"):
+                first = self.builds.get(n, (design, variant))
+                if result.get("invalid") and first != (design, variant):    # these parameters catch it
+                    self.out[n] = {"screen": "killed", "place": first, "reason": (
+                        f"Amaranth cannot elaborate it on {name} (it can on {label(*first)}): {result['reason']}")}
+                elif result.get("invalid"):
                     self.out[n] = {"screen": "invalid", "reason": result["reason"], "place": None}
                 elif result["killed"]:
                     self.out[n] = {"screen": "killed", "reason": f"{name}, a build of its own: {result['reason']}",
