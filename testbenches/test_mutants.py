@@ -113,8 +113,9 @@ def test_argued_mutant_is_decided_by_its_argument(monkeypatch, capsys):
     monkeypatch.setattr(mutants.TestStage, "run", lambda self, p, row, place: ran.append(row["id"]))
     for options, tested in (([], [other.id]), (["--argued"], [one.id, other.id])):
         args = mutants.parser().parse_args(["ev_expander", "--no-miter", *options])
-        rows = mutants.decide([mutants.Plan(block("ev_expander"), sources, every, [one, other])], args,
-                              campaign.Progress(2))["ev_expander"]
+        plan = mutants.Plan(block("ev_expander"), sources, every, [one, other],
+                            mutants.argued_ids("ev_expander", sources.text, every))
+        rows = mutants.decide([plan], args, campaign.Progress(2))["ev_expander"]
         assert sorted(ran) == sorted(tested), options
         assert [mutants._fate(r, argued) for r in rows] == ["argued", "survivor"], rows
         ran.clear()

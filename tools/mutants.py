@@ -26,10 +26,10 @@ stages until one decides it (``_fate``):
 2. a survivor argued equivalent in ``tools/equivalent_mutants.toml`` is decided by its argument
    (``--argued`` runs the stages below on the argued mutants instead: a wrong argument shows as a kill);
    the others run the block's simulations (``sim_tests``: its testbench ``registry.Block.testbench()``,
-   the other testbenches that exercise it, its soak run unless screened), then its proofs (``Block.proofs()``), in one
-   pytest session stopping at the first failure (``TestStage``), ``--jobs`` mutants at a time in the
-   schemata tree; a test that fails counts only if the unmutated design passes it; a mutant Amaranth
-   cannot elaborate is ``invalid``;
+   the other testbenches that exercise it, its soak run unless screened), then, if they pass, its proofs
+   (``Block.proofs()``), a pytest session each stopping at the first failure (``TestStage``), ``--jobs``
+   processes at a time in the schemata tree; a test that fails counts only if the unmutated design passes
+   it; a mutant Amaranth cannot elaborate is ``invalid``;
 3. what is left goes to the *miter* (tools/miter.py): proved equivalent to the design, or not;
 4. only then does a survivor need an argument in ``tools/equivalent_mutants.toml``, or a new test or
    property that kills it.
@@ -369,11 +369,13 @@ def main(argv=None):
 
 @dataclass
 class Plan:
-    """The mutants of one block a run takes (``mutants``), of all its mutants (``every``) on ``sources``."""
+    """The mutants of one block a run takes (``mutants``), of all its mutants (``every``) on ``sources``; the ids
+    of those argued equivalent (``argued``: ``argued_ids``)."""
     block: object
     sources: Sources
     every: list
     mutants: list
+    argued: set
 
 
 def select(name, args):
@@ -398,8 +400,8 @@ def select(name, args):
         argued = equivalent(b.name)
         left = {int(r["id"]) for r in merged(b.name, source, []) if _fate(r, argued) == "survivor"}
         mutants = [m for m in mutants if m.id in left]
+    argued = argued_ids(b.name, source, every)
     if args.argued:
-        argued = argued_ids(b.name, source, every)
         mutants = [m for m in mutants if m.id in argued]
     if args.n is not None and args.n < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.n), key=lambda m: m.id)
@@ -408,7 +410,7 @@ def select(name, args):
             before, after = m.describe(source)
             print(f"{m.id:4} {m.operator:6} {sources.where(m.line)}: {before}  ->  {after}")
         return None
-    return Plan(b, sources, every, mutants)
+    return Plan(b, sources, every, mutants, argued)
 
 
 def run_mutant(name, mutant, **options):
@@ -477,7 +479,7 @@ def screen_block(p, args, progress, work):
     s = campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed)
     work.submit(s.run, progress).result()
     # an argued static mutant is decided without a build of its own
-    s.unbuilt(set(s.statics()) & (set() if args.argued else argued_ids(p.block.name, p.sources.text, p.every)))
+    s.unbuilt(set(s.statics()) & (set() if args.argued else p.argued))
     batches = _batches(s.statics(), STATICS, max(1, args.jobs))
     for fates in [f.result() for f in [work.submit(s.force, batch) for batch in batches]]:
         progress({(p.block.name, n) for n, fate in fates.items() if fate != "pass"},
@@ -511,12 +513,11 @@ def decide(plans, args, progress, done=None):
         verdicts = screen_block(p, args, progress, work)
         ranks = _ranks(p.sources.text, p.every)
         rows = [_row(p, m, verdicts[m.id], ranks) for m in p.mutants]
-        argued = {} if args.argued else equivalent(p.block.name)
         going = []
         for row in rows:
             if row["screen"] not in ("pass", "-"):
                 continue
-            if why_of(argued, row):     # decided by its argument (``--argued`` runs the stages on it)
+            if row["id"] in p.argued and not args.argued:   # decided by its argument (``--argued``: by the stages)
                 row["reason"] = f"argued equivalent in {EQUIVALENT.name}: its tests not run"
                 progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
             else:
