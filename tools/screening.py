@@ -34,7 +34,7 @@ from registry import ROOT, block
 from testbenches import checked, runner
 from testbenches.checked.wrapper import command_port, stream_ports
 from testbenches.layouts import pack
-from tools import schemata
+from tools import campaign, schemata
 from tools.cli import Parser, integer, run
 
 HARNESS = Path(__file__).resolve().parent / "screen_harness.cpp"
@@ -44,9 +44,9 @@ RUNTIME = ("verilated", "verilated_threads", "verilated_timing")
 OPT = "-O1"
 #: Packets of the soak traffic a screening run sends (the soak's 1e5).
 PACKETS = 100_000
-#: Where the soak traffic and the model's outputs of each design are kept (``stimulus``); a campaign gives its
-#: screenings one (``INNET_SCREEN_STIMULI``).
-STIMULI = Path(os.environ.get("INNET_SCREEN_STIMULI", ROOT / "build" / "screening-stimuli"))
+#: Where the soak traffic and the model's outputs of each design are kept (``stimulus``): the campaign's store
+#: (``INNET_SCREEN_STIMULI``), or this tree's.
+STIMULI = Path(os.environ.get("INNET_SCREEN_STIMULI", campaign.STIMULI))
 #: Seconds a forced mutant's construction, and its elaboration, may take (a mutated loop bound can make
 #: either loop for ever).
 ELABORATION = 120
