@@ -317,32 +317,41 @@ def test_schemata_forced_is_the_ast_mutant(tmp_path):
         assert netlist == _elaborate(plain, b.name)[0], f"#{m.id} {m.describe(sources.text)}"
 
 
+def _schemata_tree(tmp_path, sources, mutants):
+    """A copy of the repository at ``tmp_path/schemata`` holding ``sources`` as the schemata of ``mutants``."""
+    from tools import schemata
+    from tools.mutants import copy_tree
+    tree = tmp_path / "schemata"
+    copy_tree(tree)
+    schemata.write(sources, mutants, tree)
+    return tree
+
+
+def _screen(tree, name, *args, timeout=900):
+    """The report (JSON) of ``python -m tools.screening name --out out.json *args`` run in ``tree``."""
+    import json
+    subprocess.run([sys.executable, "-m", "tools.screening", name, "--out", "out.json", *args], cwd=tree, check=True,
+                   capture_output=True, timeout=timeout)
+    return json.loads((tree / "out.json").read_text())
+
+
 def test_screening_small_block(tmp_path):
     """The spill link's delay line, screened on one build of its schemata: the design passes its soak
     traffic, and each mutant the delay line elaborates is judged by the checked engine's verdict; the
     schemata's run-time choice of a mutant says what a build of that mutant alone (forced) says."""
-    import json
-
-    from tools import campaign, schemata
-    from tools.mutants import Sources, copy_tree
+    from tools import campaign
+    from tools.mutants import Sources
     b = block("spillway.link")
     assert campaign.designs(b) == [("spillway.link", None), ("spillway.link", "tb-l1"), ("spillway.link", "tb-l7w48"),
                                    ("spillway.switch", None), ("spillway.top", None)]
     sources = Sources(b.sources())
-    tree = tmp_path / "schemata"
-    copy_tree(tree)
-    schemata.write(sources, generate(sources.text), tree)
-
-    def screen(*args):
-        subprocess.run([sys.executable, "-m", "tools.screening", b.name, "--out", "out.json", "--packets", "2000",
-                        *args], cwd=tree, check=True, capture_output=True, timeout=900)
-        return json.loads((tree / "out.json").read_text())
-    report = screen()
+    tree = _schemata_tree(tmp_path, sources, generate(sources.text))
+    report = _screen(tree, b.name, "--packets", "2000")
     selected = sorted(int(n) for n, seen in report["outcomes"].items() if seen == ["selected"])
     assert selected and sorted(map(int, report["results"])) == selected, report["outcomes"]
     killed = [n for n in selected if report["results"][str(n)]["killed"]]
     assert killed and all(report["results"][str(n)]["reason"].startswith("checked: ") for n in killed), report
-    forced = screen("--force", f"{killed[0]},{selected[-1]}")["results"]     # one process, a build each
+    forced = _screen(tree, b.name, "--packets", "2000", "--force", f"{killed[0]},{selected[-1]}")["results"]
     for n in (killed[0], selected[-1]):
         alone = forced[str(n)]
         assert [alone[k] for k in ("killed", "reason", "cycles")] == [report["results"][str(n)][k] for k in (
@@ -353,21 +362,14 @@ def test_screening_checks_the_designs_invariants(tmp_path):
     """The DBLP tracker's bank accesses per cycle are instrumentation no output shows, bounded by one of its
     own invariants (``Assert(bank_users[k] <= 1)``, elaborated for simulation: ``runner.INVARIANTS``):
     screening kills the mutants of that count by the invariant's failure, with its message."""
-    import json
-
-    from tools import schemata
-    from tools.mutants import Sources, copy_tree
+    from tools.mutants import Sources
     b = block("bounded_loss_tracker")
     sources = Sources(b.sources())
     mutants = generate(sources.text)
     counting = [m.id for m in mutants if "self.bank_users[k].eq(" in sources.text.splitlines()[m.line - 1]]
     assert len(counting) >= 4
-    tree = tmp_path / "schemata"
-    copy_tree(tree)
-    schemata.write(sources, mutants, tree)
-    subprocess.run([sys.executable, "-m", "tools.screening", b.name, "--out", "out.json", "--packets", "2000",
-                    "--mutants", ",".join(map(str, counting))], cwd=tree, check=True, capture_output=True, timeout=900)
-    results = json.loads((tree / "out.json").read_text())["results"]
+    tree = _schemata_tree(tmp_path, sources, mutants)
+    results = _screen(tree, b.name, "--packets", "2000", "--mutants", ",".join(map(str, counting)))["results"]
     reasons = [results[str(n)]["reason"] for n in counting if results[str(n)]["killed"]]
     assert len(reasons) >= 4 and all(r.startswith("an invariant of the design failed at cycle ")
                                       and r.endswith("one access per cycle") for r in reasons), results
@@ -395,22 +397,15 @@ def test_forced_elaboration_that_loops_is_invalid(tmp_path):
     """A static mutant whose elaboration never ends (the register file's minimum tree: ``while len(others) >
     1`` -> ``>= 1``) is invalid once the elaboration limit passes, not a screening slot held for the whole
     screening timeout; the mutant after it in the same process is still screened."""
-    import json
-
-    from tools import schemata
-    from tools.mutants import Sources, copy_tree
+    from tools.mutants import Sources
     b = block("progress_regfile")
     sources = Sources(b.sources())
     mutants = generate(sources.text)
     loop, bound = [m for m in mutants if "while len(others)" in m.describe(sources.text)[0]]
     assert loop.describe(sources.text)[1] == "while (len(others) >= 1):", loop.describe(sources.text)
-    tree = tmp_path / "schemata"
-    copy_tree(tree)
-    schemata.write(sources, mutants, tree)
-    subprocess.run([sys.executable, "-m", "tools.screening", b.name, "--out", "out.json", "--packets", "200",
-                    "--force", f"{loop.id},{bound.id}", "--elaboration-limit", "20"], cwd=tree, check=True,
-                   capture_output=True, timeout=300)
-    results = json.loads((tree / "out.json").read_text())["results"]
+    tree = _schemata_tree(tmp_path, sources, mutants)
+    results = _screen(tree, b.name, "--packets", "200", "--force", f"{loop.id},{bound.id}", "--elaboration-limit",
+                      "20", timeout=300)["results"]
     assert results[str(loop.id)] == {"invalid": True, "reason": "TimeoutError: its elaboration ran past 20 s"}, results
     assert "killed" in results[str(bound.id)], results
 
@@ -419,16 +414,13 @@ def test_miter_proves_a_known_equivalent(tmp_path):
     """The in-switch spill buffer's round-robin pointer stored as P after port P - 1 (instead of 0) was
     argued equivalent in tools/equivalent_mutants.toml; the miter proves it (Yosys's equivalence passes
     over the two netlists from the same initial state)."""
-    from tools import schemata
-    from tools.mutants import Sources, copy_tree
+    from tools.mutants import Sources
     b = block("spillway.inswitch")
     sources = Sources(b.sources())
     mutants = generate(sources.text)
     rr = [m for m in mutants if m.describe(sources.text)[1].endswith("Mux(chosen == (P + 1), 0, chosen + 1))")]
     assert len(rr) == 1, "the argued mutant is still a mutant of the spill core"
-    tree = tmp_path / "schemata"
-    copy_tree(tree)
-    schemata.write(sources, mutants, tree)
+    tree = _schemata_tree(tmp_path, sources, mutants)
     code = ("import sys; from pathlib import Path; from tools.miter import proof; "
             f"sys.exit(0 if proof({b.name!r}, {rr[0].id}, None, Path('equiv'), 600) else 1)")
     done = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, timeout=900)
@@ -453,16 +445,13 @@ def test_testbench_stage_shares_one_build(tmp_path):
     run-time mutant share one Verilator build, the simulator given the mutant (the delay line's input ready
     inverted, #38, fails its cocotb test, the design passes it, the build untouched between them); a Python
     simulation builds the AST mutant itself (the encapsulator's last beat ORed, #5, fails its pysim test)."""
-    from tools import schemata
-    from tools.mutants import Sources, _pytest, copy_tree
+    from tools.mutants import Sources, _pytest
     b = block("spillway.link")
     sources = Sources(b.sources())
     mutants = generate(sources.text)
     assert "self.i.ready.eq((self.pause))" in mutants[38].describe(sources.text)[1]
     assert "out.last.eq((beat.last | ~spills))" in mutants[5].describe(sources.text)[1]
-    tree = tmp_path / "schemata"
-    copy_tree(tree)
-    schemata.write(sources, mutants, tree)
+    tree = _schemata_tree(tmp_path, sources, mutants)
     cocotb_test = ["testbenches/spillway/test_link.py::test_link[l1-random_frames]"]
     assert _pytest(tree, cocotb_test, 1, 0, 900, 0) == "pass"
     builds = sorted(p.name for p in (tree / "build" / "spillway.link").iterdir())
