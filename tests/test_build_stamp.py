@@ -1,0 +1,35 @@
+"""The test runner's build stamp (testbenches/runner.py ``BUILT``): a build already made for the same commands
+and sources is not run again, and any change to them, or a missing simulator, builds again."""
+import os
+
+from testbenches import runner
+
+COUNTER = """module top(input clk, input rst, output reg [7:0] count);
+  always @(posedge clk) count <= rst ? 8'd0 : count + 8'd{step};
+endmodule
+"""
+
+
+def _build(build_dir, source, make=()):
+    """Build ``source`` as the runner builds a test's design; the simulator's modification time."""
+    runner.verilator_env()
+    cocotb_runner, runtime = runner._verilator_runner(runner.BUILD_ARGS, make=make)
+    cocotb_runner.build(sources=[source], hdl_toplevel="top", build_dir=build_dir, build_args=runner.BUILD_ARGS,
+                        timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
+    runner._keep_runtime(build_dir, runtime)
+    return os.stat(build_dir / "top").st_mtime_ns
+
+
+def test_a_build_runs_again_only_when_its_inputs_change(tmp_path):
+    build_dir, source = tmp_path / "build", tmp_path / "top.v"
+    source.write_text(COUNTER.format(step=1))
+    first = _build(build_dir, source)
+    assert (build_dir / runner.BUILT).exists()
+    assert _build(build_dir, source) == first, "an unchanged build was made again"
+    source.write_text(COUNTER.format(step=2))
+    changed = _build(build_dir, source)
+    assert changed != first, "a changed design was not built again"
+    assert _build(build_dir, source, make=["OPT_FAST=-O1"]) != changed, "changed make variables were not applied"
+    (build_dir / "top").unlink()
+    _build(build_dir, source)
+    assert (build_dir / "top").exists(), "a missing simulator was not built again"
