@@ -24,6 +24,11 @@ its soak must end with above 0 (``Block.reached``: counter -> the packets a run 
 import collections
 import struct
 
+from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
 from models import wire
 from models.chunk_bitmap import OP_COMPLETE, OP_POST
 from models.ev_expander import profile, refusal
@@ -70,6 +75,17 @@ def _qp(job, position):
     return 0x1000 + 4 * job + position
 
 
+def _parser_limits(qp):
+    """Packets at the edges of the progress file's parser: IPv4/UDP of 37 and 38 bytes (the UDP port complete
+    at 38) and RoCEv2 (to ``qp``) of 53 and 54 bytes (the BTH complete at 54), malformed below each limit and
+    parsed at it; an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the protocol (not
+    IPv4: unknown)."""
+    roce = bytes(roce_packet(src="10.0.2.2", dst="10.0.2.3", qp=qp, tos=ECT0, payload=bytes(8)))
+    other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    v6 = bytes(Ether() / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
+    return [roce[:37], roce[:38], other[:37], other[:38], roce[:53], roce[:54], v6]
+
+
 def progress_regfile(component, rng):
     """Four ring jobs on the 16 flows ``_qp(job, position)``: job 0 (chunk 1, delta 0) never hears from
     position 3, so every ECN-capable packet of its other positions is marked once they moved (Not-ECT:
@@ -77,8 +93,9 @@ def progress_regfile(component, rng):
     epochs; job 2 (chunk 3, delta 2) has every position, position 0 twice as often (it runs ahead);
     job 3 (chunk 1, delta 0, age_out 1) loses position 2 every other phase (it ages, then rejoins).
     Every ``PHASE`` packets: one job cleared (``OP_JOB``) and a flow removed or put back. Around them:
-    packets to QPs never installed, non-RoCE and malformed (IP options) ones (``unknown``,
-    ``malformed``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and 2-beat packets."""
+    packets to QPs never installed, non-RoCE, malformed (IP options) and those at the parser's limits
+    (``_parser_limits``: ``unknown``, ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and
+    2-beat packets."""
     p = component.params
     if (p.jobs, p.ring) < (4, 4) or p.table < 16:
         raise ValueError("the progress_regfile soak needs jobs >= 4, ring >= 4, table >= 16")
@@ -99,6 +116,7 @@ def progress_regfile(component, rng):
     malformed = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
     malformed[wire.IP_VERSION_IHL_AT] = 0x46                              # IP options: malformed
     malformed = _beats(component, malformed)
+    edges = [malformed, *(_beats(component, raw) for raw in _parser_limits(_qp(2, 1)))]
 
     def job_cmd(job):
         chunk, delta, age_out = jobs[job]
@@ -158,7 +176,7 @@ def progress_regfile(component, rng):
         elif r < 3:
             items += rng.choice(strays)
         elif r < 5:
-            items += malformed
+            items += rng.choice(edges)
         else:
             job = rng.randrange(4)
             items += pool[job, rng.choice(senders(job, phase)), rng.choice(tos_kinds), rng.choice((2, 2, 40))]

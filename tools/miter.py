@@ -37,7 +37,8 @@ from tools.screening import design
 
 __all__ = ["Miter", "proof", "check"]
 
-#: The proof's Yosys script (the RTLIL of the design and the mutant, modules ``gold`` and ``gate``).
+#: The proof's Yosys script (the RTLIL of the design and the mutant, modules ``gold`` and ``gate``). equiv_simple
+#: looks one cycle back (``-seq 2``: the chunk bitmap's proofs took 78 s, not 55); equiv_induct proves what it leaves.
 EQUIV = """\
 read_rtlil gold.il
 read_rtlil gate.il
@@ -49,7 +50,7 @@ memory_map
 opt_clean
 equiv_make gold gate equiv
 hierarchy -top equiv
-equiv_simple -seq 2
+equiv_simple
 equiv_induct -seq 2
 equiv_status -assert
 """

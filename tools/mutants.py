@@ -59,6 +59,7 @@ import registry
 from registry import ROOT, block
 from tools import campaign, schemata, sections
 from tools.cli import Parser, integer, run
+from tools.priority_pool import PriorityPool
 
 OUT = ROOT / "build" / "mutants"
 #: The surviving mutants argued equivalent, per block: ``[[<block>]]`` tables of before, after, why
@@ -76,6 +77,9 @@ TIMEOUT = 1800
 PACKETS, DEPTH = 100_000, 10
 #: Static mutants (elaboration-time sites) a screening process builds one by one (one traffic, one model).
 STATICS = 8
+#: The order the campaign's processes take their turns in (``tools.priority_pool``): a mutant's tests and miter
+#: (the longest runs, whose block is otherwise decided last) before static builds, before the next screening.
+RANK = {"tests": 0, "static": 1, "screening": 2}
 #: The page holding the campaign's table (``--docs``).
 DOCS = ROOT / "docs" / "verification.md"
 
@@ -455,9 +459,10 @@ def campaign_run(plans, args):
 
 
 def _pools(plans, args, each):
-    """[each(plan, work)] of every plan, side by side: ``work`` runs the stages' processes, ``jobs`` at a time
-    (a block's next stage starts as soon as its last one ends, whatever the other blocks are doing)."""
-    with ThreadPoolExecutor(max(1, args.jobs)) as work, ThreadPoolExecutor(len(plans)) as blocks:
+    """[each(plan, work)] of every plan, side by side: ``work`` runs the stages' processes, ``jobs`` at a time,
+    the later stages first (``RANK``; a block's next stage starts as soon as its last one ends, whatever the
+    other blocks are doing)."""
+    with PriorityPool(max(1, args.jobs)) as work, ThreadPoolExecutor(len(plans)) as blocks:
         return list(blocks.map(lambda p: each(p, work), plans))
 
 
@@ -477,11 +482,11 @@ def screen_block(p, args, progress, work):
     if args.no_screen:
         return verdicts
     s = campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed)
-    work.submit(s.run, progress).result()
+    work.submit(RANK["screening"], s.run, progress).result()
     # an argued static mutant is decided without a build of its own
     s.unbuilt(set(s.statics()) & (set() if args.argued else p.argued))
     batches = _batches(s.statics(), STATICS, max(1, args.jobs))
-    for fates in [f.result() for f in [work.submit(s.force, batch) for batch in batches]]:
+    for fates in [f.result() for f in [work.submit(RANK["static"], s.force, batch) for batch in batches]]:
         progress({(p.block.name, n) for n, fate in fates.items() if fate != "pass"},
                  f"screening {p.block.name} on builds of their own: " + ", ".join(
                      f"#{n} {fate}" for n, fate in fates.items()))
@@ -521,7 +526,7 @@ def decide(plans, args, progress, done=None):
                 row["reason"] = f"argued equivalent in {EQUIVALENT.name}: its tests not run"
                 progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
             else:
-                going.append(work.submit(through, p, row, verdicts[row["id"]]["place"]))
+                going.append(work.submit(RANK["tests"], through, p, row, verdicts[row["id"]]["place"]))
         for future in going:
             future.result()
         if done:
