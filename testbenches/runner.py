@@ -1,8 +1,9 @@
 """pytest-side runner: Amaranth Component -> Verilog -> Verilator build -> one cocotb test per simulation.
 
 Each parameter set is built once in its own directory (``build/<block>/<tag>/``, guarded by a file
-lock so pytest-xdist workers never collide; the Verilog is emitted again only when the sources in
-``hdl/`` and ``models/``, the component's module or the parameters change: ``design.sha256``).
+lock so pytest-xdist workers never collide; the Verilog is emitted again only when the sources the
+component's module imports or the parameters change: ``design.sha256``; Verilator and make run again only
+when the Verilog or the build's flags change: ``built.sha256``).
 Each cocotb test has its own directory (``.../<testcase>/``) holding its waveform (``WAVES=1``:
 ``dump.vcd``; ``WAVES=1 INNET_WAVES=fst``: ``dump.fst``), its pcaps, ``sim.log``, ``results.xml``
 and ``summary.json``.
@@ -22,7 +23,9 @@ otherwise the root conftest draws the seed once (``INNET_RUN_SEED``, inherited b
 Scenarios that report a fixed run use ``traffic_seed(default=1)``: ``INNET_SEED`` still replaces it.
 A failing test names its seed, log and waveform.
 """
+import ast
 import fcntl
+import functools
 import hashlib
 import importlib
 import inspect
@@ -195,17 +198,41 @@ def _keep_runtime(build_dir, cache):
 
 
 def _design_stamp(component_cls, params, src):
-    """What the emitted Verilog depends on: the RTL and model sources, the component's own module
-    (a testbench wrapper lives outside ``hdl/``) and, for a factory, the modules it names in ``SOURCES``,
-    its name, the parameters, ``src`` and the platform (``INVARIANTS``)."""
+    """What the emitted Verilog depends on: the sources the component's module imports (``imported``: its RTL,
+    the models and helpers it uses; a testbench wrapper lives outside ``hdl/``) and, for a factory, those of
+    the modules it names in ``SOURCES``; its name, the parameters, ``src`` and the platform (``INVARIANTS``).
+    An edit to one block's RTL leaves the other blocks' builds alone."""
     digest = hashlib.sha256(
         f"{component_cls.__module__}.{component_cls.__qualname__}|{_encode(params)}|{src}|{INVARIANTS}".encode())
-    files = sorted((ROOT / "hdl").rglob("*.py")) + sorted((ROOT / "models").rglob("*.py"))
-    files.append(Path(inspect.getsourcefile(component_cls)).resolve())
-    files += [Path(f) for f in getattr(component_cls, "SOURCES", ())]   # a factory's: the wrapper it builds
-    for f in files:
+    modules = [Path(inspect.getsourcefile(component_cls)).resolve(), *map(Path, getattr(component_cls, "SOURCES", ()))]
+    for f in sorted(set().union(*map(imported, modules))):
         digest.update(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}\0".encode() + f.read_bytes())
     return digest.hexdigest()
+
+
+@functools.cache
+def imported(path):
+    """The source files of this repository that the module ``path`` imports (anywhere in it, at any depth, with
+    the packages' ``__init__.py``), itself included: a frozenset of resolved paths."""
+    found, waiting = set(), [Path(path).resolve()]
+    while waiting:
+        module = waiting.pop()
+        if module in found:
+            continue
+        found.add(module)
+        for node in ast.walk(ast.parse(module.read_text(), str(module))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                for depth in range(1, len(parts) + 1):
+                    base = ROOT.joinpath(*parts[:depth])
+                    waiting += [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
+    return frozenset(found)
 
 
 def _emit_once(build_dir, stamp, params, emit, outputs=("top.v",)):

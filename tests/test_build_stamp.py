@@ -33,3 +33,13 @@ def test_a_build_runs_again_only_when_its_inputs_change(tmp_path):
     (build_dir / "top").unlink()
     _build(build_dir, source)
     assert (build_dir / "top").exists(), "a missing simulator was not built again"
+
+
+def test_a_design_depends_on_the_sources_it_imports():
+    """A design's stamp covers the modules its own imports, at any depth (hdl/headers.py through hdl/parse.py),
+    with their packages; not another block's RTL, whose edit then leaves this design's builds alone."""
+    hdl = runner.ROOT / "hdl"
+    sources = runner.imported(hdl / "progress_regfile.py")
+    assert {hdl / "progress_regfile.py", hdl / "parse.py", hdl / "headers.py", hdl / "__init__.py",
+            runner.ROOT / "models" / "wire.py"} <= sources, sorted(sources)
+    assert hdl / "chunk_bitmap.py" not in sources
