@@ -80,30 +80,35 @@ def _parser_limits(qp):
     at 38) and RoCEv2 (to ``qp``) of 53 and 54 bytes (the BTH complete at 54), malformed below each limit and
     parsed at it; an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the protocol (not
     IPv4: unknown)."""
+    ether = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")         # as roce_packet's
     roce = bytes(roce_packet(src="10.0.2.2", dst="10.0.2.3", qp=qp, tos=ECT0, payload=bytes(8)))
-    other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
-    v6 = bytes(Ether() / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
+    other = bytes(ether / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    v6 = bytes(ether / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
     return [roce[:37], roce[:38], other[:37], other[:38], roce[:53], roce[:54], v6]
 
 
 def progress_regfile(component, rng):
-    """Four ring jobs on the 16 flows ``_qp(job, position)``: job 0 (chunk 1, delta 0) never hears from
-    position 3, so every ECN-capable packet of its other positions is marked once they moved (Not-ECT:
-    ``not_ect``); job 1 (chunk 2, delta 1, age_out 2) the same, its silent position ages out after 3
-    epochs; job 2 (chunk 3, delta 2) has every position, position 0 twice as often (it runs ahead);
-    job 3 (chunk 1, delta 0, age_out 1) loses position 2 every other phase (it ages, then rejoins).
-    Every ``PHASE`` packets: one job cleared (``OP_JOB``) and a flow removed or put back. Around them:
-    packets to QPs never installed, non-RoCE, malformed (IP options) and those at the parser's limits
-    (``_parser_limits``: ``unknown``, ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and
-    2-beat packets."""
+    """Up to four ring jobs of up to four positions, on the flows ``_qp(job, position)``: job 0 (chunk 1,
+    delta 0) never hears from its last position, so every ECN-capable packet of its other positions is
+    marked once they moved (Not-ECT: ``not_ect``); job 1 (chunk 2, delta 1, age_out 2) the same, its
+    silent position ages out after 3 epochs; job 2 (chunk 3, delta 2) has every position, position 0
+    twice as often (it runs ahead); job 3 (chunk 1, delta 0, age_out 1) loses position 2 every other phase
+    (it ages, then rejoins). With two or three jobs (a small file: its steps and counters saturate), job 0's
+    talking positions take job 2's part in the opening and the removals. Every ``PHASE`` packets: one job
+    cleared (``OP_JOB``) and a flow removed or put back. Around them: packets to QPs never installed,
+    non-RoCE, malformed (IP options) and those at the parser's limits (``_parser_limits``: ``unknown``,
+    ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and 2-beat packets."""
     p = component.params
-    if (p.jobs, p.ring) < (4, 4) or p.table < 16:
-        raise ValueError("the progress_regfile soak needs jobs >= 4, ring >= 4, table >= 16")
+    n_jobs, ring = min(p.jobs, 4), min(p.ring, 4)
+    if n_jobs < 2 or ring < 3 or p.table < _qp(n_jobs - 1, ring) - _qp(0, 0):
+        raise ValueError("the progress_regfile soak needs jobs >= 2, ring >= 3 and a flow per (job, position) "
+                         "of min(jobs, 4) x min(ring, 4): table >= 4 * (min(jobs, 4) - 1) + min(ring, 4)")
     jobs = {0: (1, 0, 0), 1: (2, 1, 2), 2: (3, 2, 0), 3: (1, 0, 1)}       # job -> (chunk, delta, age_out)
+    busy = 2 if n_jobs > 2 else 0           # the job whose flows carry the opening's filler and are removed
     tos_kinds = (NOT_ECT, ECT0, ECT1, ECN_CE)
     pool = {}
-    for job in range(4):
-        for position in range(4):
+    for job in range(n_jobs):
+        for position in range(ring):
             for tos in tos_kinds:
                 for size in (2, 40):                                     # 1 and 2 beats of 64 bytes
                     raw = roce_packet(src=f"10.0.{job}.{position + 1}", dst=f"10.0.{job}.{position + 2}",
@@ -116,7 +121,7 @@ def progress_regfile(component, rng):
     malformed = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
     malformed[wire.IP_VERSION_IHL_AT] = 0x46                              # IP options: malformed
     malformed = _beats(component, malformed)
-    edges = [malformed, *(_beats(component, raw) for raw in _parser_limits(_qp(2, 1)))]
+    edges = [malformed, *(_beats(component, raw) for raw in _parser_limits(_qp(busy, 1)))]
 
     def job_cmd(job):
         chunk, delta, age_out = jobs[job]
@@ -129,34 +134,35 @@ def progress_regfile(component, rng):
 
     def senders(job, phase):
         if job in (0, 1):
-            return [0, 1, 2]
+            return list(range(ring - 1))
         if job == 2:
-            return [0, 0, 1, 2, 3]
-        return [0, 1, 3] if phase % 2 else [0, 1, 2, 3]
+            return [0, *range(ring)]
+        return [n for n in range(ring) if n != 2 or not phase % 2]
 
     def opening():
         """The first items: the whole configuration, then packets that mark, by construction, two strays
         (``unknown``), a malformed packet and a job-1 packet more than ``AGEING`` single-beat packets after
         job 1 was cleared: at least that many cycles later, past its ``age_out`` of 2 epochs when an epoch
-        is at most ``AGEING // 3`` cycles, so its silent position 3 turns stale (``aged``); then two
-        packets of job 2, in whose cycles the last ones are decided (the block's latency is 3)."""
-        items = [job_cmd(job) for job in range(4)]
-        items += [install(job, position) for job in range(4) for position in range(4)]
-        for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (position 3)
+        is at most ``AGEING // 3`` cycles, so its silent last position turns stale (``aged``); then two
+        packets of the busy job, in whose cycles the last ones are decided (the block's latency is 3)."""
+        items = [job_cmd(job) for job in range(n_jobs)]
+        items += [install(job, position) for job in range(n_jobs) for position in range(ring)]
+        for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (its last)
             items += pool[0, 0, tos, 2]
+        talking = sorted(set(senders(busy, 0)))
         for n in range(AGEING):
-            items += pool[2, n % 4, ECT0, 2]
+            items += pool[busy, talking[n % len(talking)], ECT0, 2]
         items += strays[0] + strays[-1] + malformed + pool[1, 0, ECT0, 2]
-        return items + pool[2, 0, ECT0, 2] + pool[2, 1, ECT0, 2]
+        return items + pool[busy, 0, ECT0, 2] + pool[busy, 1, ECT0, 2]
 
     def reconfigure(phase):
-        job = phase % 4
+        job = phase % n_jobs
         items = [job_cmd(job)]
         if state["removed"] is not None:
             items.append(install(*state["removed"]))
             state["removed"] = None
         else:
-            state["removed"] = (2, rng.randrange(4))
+            state["removed"] = (busy, rng.randrange(ring))
             items.append({"cmd": {"op": OP_REMOVE, "qp": _qp(*state["removed"])}})
         if phase % 5 == 4:
             items.append({"cmd": {"op": 0, "qp": _qp(0, 0), "job": 1, "position": 1}})   # undefined: ignored
@@ -178,7 +184,7 @@ def progress_regfile(component, rng):
         elif r < 5:
             items += rng.choice(edges)
         else:
-            job = rng.randrange(4)
+            job = rng.randrange(n_jobs)
             items += pool[job, rng.choice(senders(job, phase)), rng.choice(tos_kinds), rng.choice((2, 2, 40))]
         return items
     return _exact(produce)

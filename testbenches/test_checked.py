@@ -1,7 +1,7 @@
 """The checked engine (testbenches/checked.py) itself: a clean run passes, and every kind of difference
 planted in the golden model's expectations (a payload bit, a cycle, a missing beat, an extra beat, a
-counter, the cycle the last input goes in, a command's value, place or absence) fails the run, naming
-the cycle where it shows."""
+counter, another output's end value, the cycle the last input goes in, a command's value, place or
+absence) fails the run, naming the cycle where it shows."""
 import random
 
 import cocotb
@@ -76,8 +76,11 @@ async def planted_differences(dut):
     await fails(dut, component, words, expected, "last input beat went in at cycle")
     expected.last_accept -= 1
     expected.counters["forwarded"] += 1
-    await fails(dut, component, words, expected, "counters differ", "'forwarded'")
+    await fails(dut, component, words, expected, "counters or flags differ", "'forwarded'")
     expected.counters["forwarded"] -= 1
+    expected.counters["pending"] += 1                                     # an output that is no counter: its end
+    await fails(dut, component, words, expected, "counters or flags differ", "'pending'")
+    expected.counters["pending"] -= 1
     await checked.check(dut, component, words, expected)                 # restored: passes again
 
 

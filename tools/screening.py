@@ -48,8 +48,8 @@ PACKETS = 100_000
 #: (``INNET_SCREEN_STIMULI``), or this tree's.
 STIMULI = Path(os.environ.get("INNET_SCREEN_STIMULI", campaign.STIMULI))
 #: Seconds a forced mutant's construction, and its elaboration, may take (a mutated loop bound can make
-#: either loop for ever).
-ELABORATION = 120
+#: either loop for ever): ten times the longest of a design (the EV expander's OCP parameters, 2.4 s).
+ELABORATION = 30
 
 
 #: The prefix of a variant that is a parameter set of the block's testbench: ``tb-<config>``.

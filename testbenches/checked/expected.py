@@ -13,8 +13,9 @@ __all__ = ["Expected", "Side", "side_table", "lockstep_runner", "session", "expe
 class Expected:
     """What the golden model says a run must show: per output stream, ``(cycle, value, mask)`` beats
     (cycle ``NO_CYCLE`` when the model is not cycle-accurate), the cycles to run (``limit``; None:
-    until quiet), the cycle the last input beat is accepted in (None: not checked), the counters and the
-    commands of the run, ``(after, value)``: offered once ``after`` input beats went in."""
+    until quiet), the cycle the last input beat is accepted in (None: not checked), the counters (and, of a
+    cycle model, the block's other outputs: its end state) and the commands of the run, ``(after, value)``:
+    offered once ``after`` input beats went in."""
 
     def __init__(self, outputs, limit=None, last_accept=None, counters=None, model_seconds=0.0, side=None,
                  commands=None):
@@ -148,7 +149,9 @@ def lockstep_runner(lockstep, table, tail=TAIL):
                 taken += 1
             cycle += 1
             after += index == len(beats) and taken == len(commands)
-        return Expected(outputs, cycle, last, lockstep.model.counters())
+        # the end state: the counters, and each other output of the block the model gives (a sticky flag)
+        flags = {p.name: said[p.name] for p in ports.plain_out if isinstance(said.get(p.name), int)} if cycle else {}
+        return Expected(outputs, cycle, last, {**flags, **lockstep.model.counters()})
     return run_cycles
 
 

@@ -108,7 +108,7 @@ def verdict(component, words, expected, read):
             f"checked: the last input beat went in at cycle {got}, the model takes it at cycle {expected.last_accept}"
     counters = {n: read(f"c_{n}") for n in expected.counters}
     differ = {k: (counters[k], v) for k, v in expected.counters.items() if counters[k] != v}
-    assert not differ, f"checked: counters differ after {cycles} cycles (RTL, model): {differ}"
+    assert not differ, f"checked: counters or flags differ after {cycles} cycles (RTL, model): {differ}"
     packets = 0
     for name, shape in outs:
         fields = dict(shape) if isinstance(shape, data.StructLayout) else {}
