@@ -141,13 +141,7 @@ class Screening:
                 if n not in self.alive:
                     continue
                 if "invalid" in seen:
-                    if n in self.builds:        # an earlier design elaborates it: these parameters catch it
-                        self.out[n] = {"screen": "killed", "place": self.builds[n], "reason": (
-                            f"Amaranth cannot elaborate it on {name} (it can on {label(*self.builds[n])})")}
-                    else:
-                        self.out[n] = {"screen": "invalid", "reason": f"Amaranth cannot elaborate it on {name}",
-                                       "place": None}
-                    self.alive.discard(n)
+                    self._not_elaborated(n, design, variant)
                     continue
                 self.builds.setdefault(n, (design, variant))
                 if "selected" in seen or "static" in seen:
@@ -162,6 +156,19 @@ class Screening:
             progress({(self.b.name, n) for n in self.out}, f"screening {self.b.name} on {name}: " + (
                 f"skipped: {report['skipped']}" if "skipped" in report else
                 f"{len(killed)} killed of {len(report['results'])} run, {len(self.alive)} left"))
+
+    def _not_elaborated(self, n, design, variant, detail=None):
+        """Decide mutant ``n``, which Amaranth cannot elaborate on ``design`` (``variant``; ``detail``: why):
+        killed there if an earlier design elaborates it (these parameters catch it, as its testbench's
+        elaboration would fail on them), invalid otherwise."""
+        name, first = label(design, variant), self.builds.get(n, (design, variant))
+        if first != (design, variant):
+            why = f"Amaranth cannot elaborate it on {name} (it can on {label(*first)})"
+            self.out[n] = {"screen": "killed", "place": first, "reason": why + (f": {detail}" if detail else "")}
+        else:
+            self.out[n] = {"screen": "invalid", "reason": detail or f"Amaranth cannot elaborate it on {name}",
+                           "place": None}
+        self.alive.discard(n)
 
     def statics(self):
         """The mutants left that some design elaborates as elaboration-time Python."""
@@ -187,12 +194,8 @@ class Screening:
                                       "--force", ",".join(map(str, batch)))["results"]
             for n in batch:
                 result = results[str(n)]
-                first = self.builds.get(n, (design, variant))
-                if result.get("invalid") and first != (design, variant):    # these parameters catch it
-                    self.out[n] = {"screen": "killed", "place": first, "reason": (
-                        f"Amaranth cannot elaborate it on {name} (it can on {label(*first)}): {result['reason']}")}
-                elif result.get("invalid"):
-                    self.out[n] = {"screen": "invalid", "reason": result["reason"], "place": None}
+                if result.get("invalid"):
+                    self._not_elaborated(n, design, variant, result["reason"])
                 elif result["killed"]:
                     self.out[n] = {"screen": "killed", "reason": f"{name}, a build of its own: {result['reason']}",
                                    "place": self.where[n][0]}
