@@ -38,8 +38,9 @@ from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
 from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
 
-__all__ = ["progress_regfile", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator", "ev_selector",
-           "bounded_loss_tracker", "spill_switch", "spill_node", "pipeline_inswitch", "AGEING", "EV_PHASE"]
+__all__ = ["progress_regfile", "parser_edges", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator",
+           "ev_selector", "bounded_loss_tracker", "spill_switch", "spill_node", "pipeline_inswitch", "AGEING",
+           "EV_PHASE"]
 
 
 def _beats(component, raw, port=0):
@@ -75,16 +76,16 @@ def _qp(job, position):
     return 0x1000 + 4 * job + position
 
 
-def _parser_limits(qp):
-    """Packets at the edges of the progress file's parser: IPv4/UDP of 37 and 38 bytes (the UDP port complete
-    at 38) and RoCEv2 (to ``qp``) of 53 and 54 bytes (the BTH complete at 54), malformed below each limit and
-    parsed at it; an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the protocol (not
-    IPv4: unknown)."""
+def parser_edges(roce):
+    """(packet, the progress file's outcome) at the edges of its parser, cut from the RoCEv2 packet ``roce``
+    (bytes, of an installed flow) or built here: IPv4/UDP of 37 and 38 bytes (the UDP port complete at 38)
+    and RoCEv2 of 53 and 54 bytes (the BTH complete at 54), malformed below each limit and parsed at it;
+    an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the protocol (not IPv4: unknown)."""
     ether = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")         # as roce_packet's
-    roce = bytes(roce_packet(src="10.0.2.2", dst="10.0.2.3", qp=qp, tos=ECT0, payload=bytes(8)))
     other = bytes(ether / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
     v6 = bytes(ether / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
-    return [roce[:37], roce[:38], other[:37], other[:38], roce[:53], roce[:54], v6]
+    return [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"), (other[:38], "unknown"),
+            (roce[:53], "malformed"), (roce[:54], "tracked"), (v6, "unknown")]
 
 
 def progress_regfile(component, rng):
@@ -96,7 +97,7 @@ def progress_regfile(component, rng):
     (it ages, then rejoins). With two or three jobs (a small file: its steps and counters saturate), job 0's
     talking positions take job 2's part in the opening and the removals. Every ``PHASE`` packets: one job
     cleared (``OP_JOB``) and a flow removed or put back. Around them: packets to QPs never installed,
-    non-RoCE, malformed (IP options) and those at the parser's limits (``_parser_limits``: ``unknown``,
+    non-RoCE, malformed (IP options) and those at the parser's limits (``parser_edges``: ``unknown``,
     ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and 2-beat packets."""
     p = component.params
     n_jobs, ring = min(p.jobs, 4), min(p.ring, 4)
@@ -121,7 +122,8 @@ def progress_regfile(component, rng):
     malformed = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
     malformed[wire.IP_VERSION_IHL_AT] = 0x46                              # IP options: malformed
     malformed = _beats(component, malformed)
-    edges = [malformed, *(_beats(component, raw) for raw in _parser_limits(_qp(busy, 1)))]
+    edge = bytes(roce_packet(src="10.0.2.2", dst="10.0.2.3", qp=_qp(busy, 1), tos=ECT0, payload=bytes(8)))
+    edges = [malformed, *(_beats(component, raw) for raw, _ in parser_edges(edge))]
 
     def job_cmd(job):
         chunk, delta, age_out = jobs[job]

@@ -8,9 +8,10 @@ from cocotb.triggers import RisingEdge
 
 from hdl.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE, ProgressRegfile, ProgressRegfileParams
 from models import wire
-from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, IPv6, Raw, roce_packet
+from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
+from testbenches.soak_traffic import parser_edges
 
 ECT0, ECT1, NOT_ECT, CE = 0b10, 0b01, 0b00, 0b11
 ECN = {NOT_ECT: "not_ect", ECT0: "ect0", ECT1: "ect1", CE: "ce"}
@@ -480,14 +481,11 @@ async def parser_limits(dut):
     t = TB(dut)
     await tb.reset(dut)
     await install_ring(t, 0, 1, 0)
-    roce = bytes(ring_packet(0, 0, 0))
-    other = bytes(Ether() / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
+    limits = parser_edges(bytes(ring_packet(0, 0, 0)))
     # IPv6 carrying RoCEv2: its source address puts 17 (UDP) where IPv4 keeps the protocol: not IPv4, unknown
-    v6 = bytes(Ether() / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
+    v6 = limits[-1][0]
     assert v6[wire.IP_PROTO_AT] == 17
-    cases = [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"),
-             (other[:38], "unknown"), (roce[:53], "malformed"), (roce[:54], "tracked"),
-             (ring_packet(0, 0, 1), "tracked"), (v6, "unknown")]
+    cases = [*limits[:-1], (ring_packet(0, 0, 1), "tracked"), limits[-1]]
     for raw, _ in cases:
         t.send(raw)
     await t.settle()
