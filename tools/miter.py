@@ -5,12 +5,13 @@ Runs in a tree whose block sources are a mutant schemata (tools/schemata.py). It
 screening builds it) twice: as written (``schemata.forcing(ORIGINAL)``) and as mutant ``N``
 (``forcing(N)``: what the AST mutant of ``tools.mutants`` builds). Two checks:
 
-- a **proof** (Yosys ``equiv_make``/``equiv_simple``/``equiv_induct``): the two netlists, memories
-  mapped to registers, their signals paired by name, every pair proved equal by induction over the
-  paired state. It applies when both start from the same state (the same reset values and memory
-  contents: checked first): then no input sequence tells them apart, ``equivalent``. A plain miter's
-  k-induction cannot do this for a block with memories (the two copies' memories are free and
-  unrelated in the induction step), hence the pairing;
+- a **proof** (Yosys ``equiv_make``/``equiv_struct``/``equiv_simple``/``equiv_induct``): the two
+  netlists, their signals paired by name, every pair proved equal by induction over the paired state
+  (two memories with the paired inputs and the same contents are one). It applies when both start
+  from the same state (the same reset values and memory contents: checked first): then no input
+  sequence tells them apart, ``equivalent``. A plain miter's k-induction cannot do this for a block
+  with memories (the two copies' memories are free and unrelated in the induction step), hence the
+  pairing;
 - otherwise the **miter** itself (``Miter``): the two side by side, every input (and the reset) free at
   every cycle and shared, an ``Assert`` per output that the two agree (a stream's payload only while its
   ``valid`` is high, as the lockstep compares), checked by ``formal.runner.prove`` in ``bmc`` mode to
@@ -37,8 +38,10 @@ from tools.screening import design
 
 __all__ = ["Miter", "proof", "check"]
 
-#: The proof's Yosys script (the RTLIL of the design and the mutant, modules ``gold`` and ``gate``). equiv_simple
-#: looks one cycle back (``-seq 2``: the chunk bitmap's proofs took 78 s, not 55); equiv_induct proves what it leaves.
+#: The proof's Yosys script (the RTLIL of the design and the mutant, modules ``gold`` and ``gate``). Memories stay
+#: memories: equiv_make gives both copies' memories the paired inputs, and equiv_struct merges two cells of the same
+#: type, parameters (a memory's contents among them) and inputs (mapped to registers, the chunk bitmap's memories made
+#: its proofs take 55 s each, not 12). equiv_simple looks one cycle back; equiv_induct proves what it leaves.
 EQUIV = """\
 read_rtlil gold.il
 read_rtlil gate.il
@@ -46,10 +49,10 @@ setattr -mod -unset top
 proc
 flatten
 memory -nomap
-memory_map
 opt_clean
 equiv_make gold gate equiv
 hierarchy -top equiv
+equiv_struct
 equiv_simple
 equiv_induct -seq 2
 equiv_status -assert
