@@ -408,12 +408,12 @@ def _replay(seed_value):
 
 def plan_batches(items):
     """Record, per test module and parameter set, the cocotb tests of the collected pytest ``items``
-    (those made by ``parametrize``): they will share one simulation. A module whose tests depend on
-    state a reset leaves (memory contents compared with a fresh model) sets ``SOLO = True``."""
+    (those made by ``parametrize``): they will share one simulation. Where a reset keeps state (an SRAM's
+    contents), a test reads it first and its model starts from it: the tests before it left it."""
     BATCHES.clear()
     for item in items:
         values = getattr(getattr(item, "callspec", None), "params", {})
-        if "params" in values and "testcase" in values and not getattr(item.module, "SOLO", False):
+        if "params" in values and "testcase" in values:
             BATCHES.setdefault((item.module.__name__, _encode(values["params"])), []).append(values["testcase"])
 
 
@@ -565,7 +565,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         gtkw.write(wave)        # `gtkwave dump.fst dump.gtkw`: ports grouped, struct fields split
     if batched and alone and total and not failed and (test_dir / "batch.log").exists():
         warnings.warn(f"{block}/{testcase} failed in the simulation it shared with other tests but passed alone: "
-                      f"it depends on state they left (set SOLO = True in {test_module}); batch log: "
+                      f"it depends on state they left (start from what a reset keeps); batch log: "
                       f"{test_dir / 'batch.log'}", stacklevel=2)
     if total == 0 or failed:
         text = log.read_text(errors="replace") if log.exists() else ""

@@ -257,6 +257,12 @@ class TB(tb.BlockTB):
             await RisingEdge(self.dut.clk)
         assert not any(self.model.due)
 
+    async def start(self):
+        """Reset, then the model starts from what both memories hold: an SRAM keeps its contents across a
+        reset, and across the tests that share one simulation (the host read port shows them)."""
+        await tb.reset(self.dut)
+        self.model.pkt_mem, self.model.chunk_mem = await self.read_memories()
+
     async def read_memories(self):
         """Both memories through the host read port, as the model's [slot][word] lists."""
         p = self.params
@@ -308,7 +314,7 @@ async def random_traffic(dut):
     packets, idle input; RTL = model every cycle; every outcome and event seen."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, idle=0.2)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     live = {}
     for _ in range(60):
@@ -354,7 +360,7 @@ async def every_chunk_size(dut):
     message a slot holds; chunk_done once per chunk, msg_done once; memories equal the model's."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     for chunk in range(1, p.max_chunk + 1):
         most = p.slot_words * (p.word_bits // chunk) * chunk
@@ -376,7 +382,7 @@ async def generations_and_complete(dut):
     back-to-back posts (each waits for the previous clear), a re-post clearing a full bitmap."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     top = (1 << p.msg_bits) - 1
     wrap = top - p.msg_slots                                    # same slot as `top`, another tag
@@ -414,7 +420,7 @@ async def bad_input(dut):
     counted, and no state change (memories and slots equal the model's, later packets exact)."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     t.command(post(37, 10, 4, p.generations - 1))
     good = rtl_pkt(p, 37, 9, p.generations - 1, p.channels - 1)
@@ -454,7 +460,7 @@ async def line_rate(dut):
     consecutive packets (the read port's transparency is the forwarding); readies exact during clears."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     slots, sizes = min(p.msg_slots, 4), []
     for s in range(slots):
@@ -485,7 +491,7 @@ async def reset_mid_traffic(dut):
     clear, memories keep their contents; traffic after it is exact."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng, idle=0.1)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     n = p.slot_words * p.word_bits
     t.command(post(3, n, 2, 0))
@@ -534,7 +540,7 @@ async def ec_recoverability(dut):
     real decoding of random data (XOR by hand, Reed-Solomon with reedsolo) and the model's ec_status."""
     rng = random.Random(tb.seed())
     t = TB(dut, rng)
-    await tb.reset(dut)
+    await t.start()
     p = t.params
     k, m, chunk = 8, 4, 2
     subs = min(4, p.slot_words * (p.word_bits // chunk) // (k + m))
@@ -562,9 +568,6 @@ async def ec_recoverability(dut):
     await t.finish("ec")
 
 
-#: One simulation per test: the bitmap memories keep their contents across a reset (as an SRAM
-#: does), and every test compares both whole memories with a model that starts from zero.
-SOLO = True
 PARAMS = {"default": ChunkBitmapParams(),
           "small": ChunkBitmapParams(msg_slots=4, word_bits=32, max_chunk=32, generations=2, channels=2,
                                      slot_words=4, msg_bits=8, user_bits=2, data_bytes=96)}
