@@ -48,17 +48,17 @@ def _packer(layout):
 
 def unpack(layout, word):
     """Unpack the integer ``word`` into a (nested) dict / list / int following ``layout``."""
-    return _unpacker(layout)(word)
+    return unpacker(layout)(word)
 
 
 @functools.lru_cache(maxsize=None)
-def _unpacker(layout):
+def unpacker(layout):
     """``unpack`` for one layout, worked out once (the lockstep unpacks every port of every cycle)."""
     if isinstance(layout, data.StructLayout):
-        fields = [(name, _unpacker(field.shape), field.offset) for name, field in layout]
+        fields = [(name, unpacker(field.shape), field.offset) for name, field in layout]
         return lambda word: {name: inner(word >> offset) for name, inner, offset in fields}
     if isinstance(layout, data.ArrayLayout):
-        bits, inner, count = width(layout.elem_shape), _unpacker(layout.elem_shape), layout.length
+        bits, inner, count = width(layout.elem_shape), unpacker(layout.elem_shape), layout.length
         return lambda word: [inner(word >> (i * bits)) for i in range(count)]
     shape = Shape.cast(layout)
     mask, top = (1 << shape.width) - 1, 1 << shape.width
@@ -70,15 +70,15 @@ def _unpacker(layout):
 def expect(layout, value):
     """``(word, mask)`` of an expected ``value``: the bits it names (every bit of a plain value, the
     fields present in a dict, ``Masked``'s mask)."""
-    return _expecter(layout)(value)
+    return expecter(layout)(value)
 
 
 @functools.lru_cache(maxsize=None)
-def _expecter(layout):
+def expecter(layout):
     """``expect`` for one layout, worked out once."""
     ones = (1 << width(layout)) - 1
     if isinstance(layout, data.StructLayout):
-        fields = [(name, _expecter(field.shape), field.offset) for name, field in layout]
+        fields = [(name, expecter(field.shape), field.offset) for name, field in layout]
 
         def struct(value):
             if isinstance(value, Masked):
@@ -91,7 +91,7 @@ def _expecter(layout):
             return word, mask
         return struct
     if isinstance(layout, data.ArrayLayout):
-        bits, inner = width(layout.elem_shape), _expecter(layout.elem_shape)
+        bits, inner = width(layout.elem_shape), expecter(layout.elem_shape)
 
         def array(value):
             if isinstance(value, Masked):

@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In
 
 from models.contract import Packet, kind_of
 from models.packet import beats_of
-from testbenches.layouts import expect, pack, unpack, width
+from testbenches.layouts import expect, expecter, pack, unpack, unpacker, width
 
 __all__ = ["Port", "Ports", "Lockstep", "Mismatch", "packet_mask"]
 
@@ -78,6 +78,12 @@ class Ports:
                 driven[f"{p.name}__payload"] = p.layout
             else:
                 (self.inputs if p.inward else self.outputs)[p.name] = p.layout
+        #: flat name -> its ``unpack`` (an input) or ``expect`` (an output), worked out once: the lockstep calls
+        #: them on every port of every cycle
+        self.unpack = {name: unpacker(layout) for name, layout in self.inputs.items()}
+        self.expect = {name: expecter(layout) for name, layout in self.outputs.items()}
+        #: an output payload's flat name -> (its ``valid``'s flat name, its port)
+        self.payloads = {f"{p.name}__payload": (f"{p.name}__valid", p) for p in self.streams_out}
 
     def names(self):
         """Every flat port name."""
@@ -141,15 +147,15 @@ class Lockstep:
         payload unpacked while its ``valid`` is 1 (None otherwise); ``packets(port) -> Packet`` gives
         the whole packet of a first beat on a ``LOOKAHEAD`` port."""
         out = {}
-        for name, layout in self.ports.inputs.items():
+        for name, unpacked in self.ports.unpack.items():
             if name.endswith("__payload"):
                 port = name[:-9]
                 valid = values[f"{port}__valid"]
-                out[name] = unpack(layout, values[name]) if valid else None
+                out[name] = unpacked(values[name]) if valid else None
                 if valid and port in self.lookahead and out[name]["first"]:
                     out[f"{port}__packet"] = packets(port)
             else:
-                out[name] = unpack(layout, values[name])
+                out[name] = unpacked(values[name])
         return out
 
     def predict(self, inputs):
@@ -157,19 +163,18 @@ class Lockstep:
         ``{flat name: (word, mask)}`` (a payload's mask covers what it names; a packet beat's, the bytes
         of ``keep``) and the model's own dict of them."""
         said = self.model.step(inputs)
-        unknown = set(said) - set(self.ports.outputs)
+        unknown = said.keys() - self.ports.outputs.keys()
         if unknown:
             raise KeyError(f"{type(self.model).__name__}.step named {sorted(unknown)}, not output ports of the "
                            f"Component (outputs: {', '.join(self.ports.outputs)})")
-        expected = {}
+        expected, payloads, expect = {}, self.ports.payloads, self.ports.expect
         for name, value in said.items():
-            if value is None or (name.endswith("__payload") and said.get(f"{name[:-9]}__valid", 1) == 0):
+            payload = payloads.get(name)
+            if value is None or (payload and said.get(payload[0], 1) == 0):
                 continue                        # not compared: unnamed, or a payload while valid is low
-            word, mask = expect(self.ports.outputs[name], value)
-            if name.endswith("__payload"):
-                port = self.ports.by_name[name[:-9]]
-                if port.packet:
-                    mask &= packet_mask(port, word)
+            word, mask = expect[name](value)
+            if payload and payload[1].packet:
+                mask &= packet_mask(payload[1], word)
             expected[name] = (word, mask)
         self.cycles += 1
         return expected, said
