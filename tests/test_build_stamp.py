@@ -59,3 +59,14 @@ def test_a_design_depends_on_the_sources_it_imports():
     assert {hdl / "progress_regfile.py", hdl / "parse.py", hdl / "headers.py", hdl / "__init__.py",
             runner.ROOT / "models" / "wire.py"} <= sources, sorted(sources)
     assert hdl / "chunk_bitmap.py" not in sources
+
+
+def test_the_runtime_objects_go_where_they_are_shared(tmp_path, monkeypatch):
+    """``INNET_VERILATOR_RUNTIME`` names where a build keeps, and finds, the Verilator runtime's objects (a
+    mutation campaign's trees share one directory: compiled once, not once a tree)."""
+    monkeypatch.setenv("INNET_VERILATOR_RUNTIME", str(tmp_path / "shared"))
+    source = tmp_path / "top.v"
+    source.write_text(COUNTER.format(step=1))
+    _build(tmp_path / "first", source)
+    kept = sorted(path.name for path in (tmp_path / "shared").glob("*/*.o"))
+    assert kept == sorted(f"{name}.o" for name in runner.RUNTIME), kept
