@@ -483,3 +483,28 @@ def test_screen_only_forces_constructor_sites(tmp_path):
     both = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--screen-only",
                            "--no-screen"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert both.returncode != 0 and "--screen-only and --no-screen" in both.stderr, both.stderr
+
+
+def test_blocks_take_turns_by_their_screening():
+    """In a stage, the block with the most screening (mutants times designs) goes first, whatever order its
+    thread submits in: the aggregator (six designs) before the delay line's link (two)."""
+    import threading
+
+    from tools import mutants
+    from tools.priority_pool import PriorityPool
+    args = mutants.parser().parse_args(["all"])
+    plans = [mutants.select(name, args) for name in ("spillway.link", "aggregator")]
+    turns = mutants._turns(plans)
+    assert turns == {"aggregator": 0, "spillway.link": 1}, turns
+    started, order = threading.Event(), []
+    with PriorityPool(1) as pool:
+        busy = pool.submit((0, 0), started.wait, 10)
+        link, aggregator = (mutants._Turn(pool, turns[name]) for name in ("spillway.link", "aggregator"))
+        waiting = [link.submit("screening", order.append, "link screening"),
+                   aggregator.submit("screening", order.append, "aggregator screening"),
+                   link.submit("tests", order.append, "link tests")]
+        started.set()
+        busy.result()
+        for future in waiting:
+            future.result()
+    assert order == ["link tests", "aggregator screening", "link screening"]

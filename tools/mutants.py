@@ -78,7 +78,8 @@ PACKETS, DEPTH = 100_000, 10
 #: Static mutants (elaboration-time sites) a screening process builds one by one (one traffic, one model).
 STATICS = 8
 #: The order the campaign's processes take their turns in (``tools.priority_pool``): a mutant's tests and miter
-#: (the longest runs, whose block is otherwise decided last) before static builds, before the next screening.
+#: (the longest runs, whose block is otherwise decided last) before static builds, before the next screening;
+#: within a stage, by the blocks' turns (``_turns``).
 RANK = {"tests": 0, "static": 1, "screening": 2}
 #: The page holding the campaign's table (``--docs``).
 DOCS = ROOT / "docs" / "verification.md"
@@ -261,9 +262,10 @@ def _run_tests(tree, paths, seed, jobs, timeout, mutant=None, env=None):
         junit = Path(scratch) / "results.xml"
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--junitxml", str(junit),
                    *paths, *(["-n", str(jobs)] if jobs else [])]
-        # its own process group: a timeout kills the simulators pytest started too, not pytest alone
-        env = dict(os.environ, INNET_SEED=str(seed), **(env or {}),
-                   **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
+        # its own process group: a timeout kills the simulators pytest started too, not pytest alone; every
+        # tree's builds start from this repository's Verilator runtime objects (compiled once, not once a tree)
+        env = dict(os.environ, INNET_SEED=str(seed), INNET_VERILATOR_RUNTIME=str(ROOT / "build" / "verilator-runtime"),
+                   **(env or {}), **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
         with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) as process:
             try:
@@ -459,11 +461,31 @@ def campaign_run(plans, args):
 
 
 def _pools(plans, args, each):
-    """[each(plan, work)] of every plan, side by side: ``work`` runs the stages' processes, ``jobs`` at a time,
-    the later stages first (``RANK``; a block's next stage starts as soon as its last one ends, whatever the
-    other blocks are doing)."""
-    with PriorityPool(max(1, args.jobs)) as work, ThreadPoolExecutor(len(plans)) as blocks:
-        return list(blocks.map(lambda p: each(p, work), plans))
+    """[each(plan, work)] of every plan, side by side: ``work`` (a ``_Turn``) runs the stages' processes, ``jobs``
+    at a time, the later stages first (``RANK``; a block's next stage starts as soon as its last one ends,
+    whatever the other blocks are doing), and in a stage the blocks by their turns (``_turns``)."""
+    turns = _turns(plans)
+    with PriorityPool(max(1, args.jobs)) as pool, ThreadPoolExecutor(len(plans)) as blocks:
+        return list(blocks.map(lambda p: each(p, _Turn(pool, turns[p.block.name])), plans))
+
+
+def _turns(plans):
+    """{block: its turn}: the most screening first (mutants times designs to screen them on), so the blocks
+    whose later stages take long are likelier to start them early, and the smallest blocks fill the end
+    (longest processing time first; without it the order was the threads' race)."""
+    work = {p.block.name: len(p.mutants) * len(campaign.designs(p.block)) for p in plans}
+    return {name: turn for turn, name in enumerate(sorted(work, key=lambda name: -work[name]))}
+
+
+class _Turn:
+    """A block's view of the campaign's ``PriorityPool``: ``submit(stage, fn, *args)`` ranks a call by its stage
+    (``RANK``), then by the block's ``turn``."""
+
+    def __init__(self, pool, turn):
+        self.pool, self.turn = pool, turn
+
+    def submit(self, stage, fn, *args):
+        return self.pool.submit((RANK[stage], self.turn), fn, *args)
 
 
 def screen(plans, args, progress):
@@ -482,11 +504,11 @@ def screen_block(p, args, progress, work):
     if args.no_screen:
         return verdicts
     s = campaign.Screening(p.block, tree, [m.id for m in p.mutants], args.packets, args.seed)
-    work.submit(RANK["screening"], s.run, progress).result()
+    work.submit("screening", s.run, progress).result()
     # an argued static mutant is decided without a build of its own
     s.unbuilt(set(s.statics()) & (set() if args.argued else p.argued))
     batches = _batches(s.statics(), STATICS, max(1, args.jobs))
-    for fates in [f.result() for f in [work.submit(RANK["static"], s.force, batch) for batch in batches]]:
+    for fates in [f.result() for f in [work.submit("static", s.force, batch) for batch in batches]]:
         progress({(p.block.name, n) for n, fate in fates.items() if fate != "pass"},
                  f"screening {p.block.name} on builds of their own: " + ", ".join(
                      f"#{n} {fate}" for n, fate in fates.items()))
@@ -526,7 +548,7 @@ def decide(plans, args, progress, done=None):
                 row["reason"] = f"argued equivalent in {EQUIVALENT.name}: its tests not run"
                 progress({(p.block.name, row["id"])}, f"{p.block.name} #{row['id']}: argued equivalent")
             else:
-                going.append(work.submit(RANK["tests"], through, p, row, verdicts[row["id"]]["place"]))
+                going.append(work.submit("tests", through, p, row, verdicts[row["id"]]["place"]))
         for future in going:
             future.result()
         if done:
