@@ -1,5 +1,6 @@
 """The checked engine's expected outputs: the golden model through the one lockstep over a whole stimulus,
 as the ``Checked`` wrapper drives the block (``session``), and the side memory of a run (``side_table``)."""
+import copy
 import time
 
 from amaranth.lib import data
@@ -123,6 +124,17 @@ def lockstep_runner(lockstep, table, tail=TAIL):
     idle = {f"{p.name}__{k}": v for p in ports.streams_in if p.name not in ("i", getattr(command, "name", None))
             for k, v in (("valid", 0), ("payload", None))}
 
+    def cycle_inputs(cycle, beat, cmd):
+        """The model's inputs in ``cycle``: ``beat`` and ``cmd`` offered (None: nothing), the side memory's."""
+        side = table[cycle % SIDE]
+        inputs = {"i__valid": int(beat is not None), "i__payload": beat, **idle}
+        if command is not None:
+            inputs.update({f"{command.name}__valid": int(cmd is not None), f"{command.name}__payload": cmd})
+        inputs.update(side.inputs)
+        for port, stall in zip(ports.streams_out, side.stall):
+            inputs[f"{port.name}__ready"] = int(not stall)
+        return inputs, side
+
     def run_cycles(items, final):
         beats, commands = split_commands(items)
         packets = _lookahead(beats, stimulus) if "i" in lockstep.lookahead else {}
@@ -130,15 +142,9 @@ def lockstep_runner(lockstep, table, tail=TAIL):
         while index < len(beats) or taken < len(commands) or (final and after < tail):
             cmd = commands[taken][1] if taken < len(commands) and commands[taken][0] <= index else None
             beat = beats[index] if index < len(beats) and cmd is None else None
-            side = table[cycle % SIDE]
-            inputs = {"i__valid": int(beat is not None), "i__payload": beat, **idle}
+            inputs, side = cycle_inputs(cycle, beat, cmd)
             if beat is not None and index in packets:
                 inputs["i__packet"] = packets[index]
-            if command is not None:
-                inputs.update({f"{command.name}__valid": int(cmd is not None), f"{command.name}__payload": cmd})
-            inputs.update(side.inputs)
-            for port, stall in zip(ports.streams_out, side.stall):
-                inputs[f"{port.name}__ready"] = int(not stall)
             expected, said = lockstep.predict(inputs)
             for port, stall in zip(ports.streams_out, side.stall):
                 if said.get(f"{port.name}__valid") and not stall:
@@ -149,8 +155,13 @@ def lockstep_runner(lockstep, table, tail=TAIL):
                 taken += 1
             cycle += 1
             after += index == len(beats) and taken == len(commands)
-        # the end state: the counters, and each other output of the block the model gives (a sticky flag)
-        flags = {p.name: said[p.name] for p in ports.plain_out if isinstance(said.get(p.name), int)} if cycle else {}
+        # the end state: the counters, and each other output of the block the model gives (a sticky flag, a
+        # credit count) as the frozen block shows them, after the batch's last edge: the outputs of one more
+        # cycle with nothing offered, from a copy of the model (the batch's last cycle showed the state before)
+        flags = {}
+        if cycle:
+            said = copy.deepcopy(lockstep.model).step(cycle_inputs(cycle, None, None)[0])
+            flags = {p.name: said[p.name] for p in ports.plain_out if isinstance(said.get(p.name), int)}
         return Expected(outputs, cycle, last, {**flags, **lockstep.model.counters()})
     return run_cycles
 
