@@ -43,6 +43,7 @@ import pytest
 from amaranth.back import verilog
 
 from hdl.invariants import SIMULATION
+from testbenches import precompiled
 
 __all__ = ["ROOT", "BUILD", "VERILATOR_MIN", "INVARIANTS", "verilator_env", "emit_verilog", "parse_seed",
            "traffic_seed", "model_rng", "waves", "cocotb_tests", "parametrize", "Summary", "run"]
@@ -83,6 +84,8 @@ RUNTIME_CACHE = BUILD / "verilator-runtime"
 #: A build's stamp (``_build_key``): a build that holds it for the same commands and sources is not run again
 #: (Verilator, make and the relink its runtime objects' restore causes: ~0.3 s of CPU per test).
 BUILT = "built.sha256"
+#: A make command's variable assignment (``OPT_FAST=-O0``), not a path that holds ``=``.
+_MAKE_VARIABLE = re.compile(r"[A-Z_]+=")
 _RESTORE = 'for f in "$2"/*.o "$2"/*.d; do [ -e "$f" ] && [ ! -e "$1/${f##*/}" ] && cp "$f" "$1/"; done; ' \
            'touch -c "$1"/verilated*.o'
 
@@ -167,8 +170,10 @@ def _verilator_runner(build_args, public_flat=True, make=(), claim=lambda: None)
             verilate, *rest = super()._build_command()
             if not public_flat:
                 verilate = [arg for arg in verilate if arg != "--public-flat-rw"]
-            rest[-1] = [*rest[-1], *make]
-            commands = [verilate, ["sh", "-c", _RESTORE, "sh", str(self.build_dir), str(cache)], *rest]
+            variables = [arg for arg in rest[-1] if _MAKE_VARIABLE.match(arg)] + list(make)
+            rest[-1] = [arg for arg in rest[-1] if not _MAKE_VARIABLE.match(arg)] + precompiled.opt_fast(variables)
+            commands = [verilate, ["sh", "-c", _RESTORE, "sh", str(self.build_dir), str(cache)],
+                        [sys.executable, precompiled.__file__, str(self.build_dir), str(cache), *variables], *rest]
             # the files Verilator reads do not change meanwhile: writing them takes the lock exclusive
             stamp, key = self.build_dir / BUILT, _build_key(commands)
             if _current_or_claimed(lambda: stamp.exists() and stamp.read_text() == key and (

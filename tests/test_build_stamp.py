@@ -70,3 +70,27 @@ def test_the_runtime_objects_go_where_they_are_shared(tmp_path, monkeypatch):
     _build(tmp_path / "first", source)
     kept = sorted(path.name for path in (tmp_path / "shared").glob("*/*.o"))
     assert kept == sorted(f"{name}.o" for name in runner.RUNTIME), kept
+
+
+def test_the_design_takes_the_precompiled_runtime_header(tmp_path, monkeypatch):
+    """A build's design and ``main`` compile with ``verilated.h`` precompiled once in the shared runtime
+    directory (testbenches/precompiled.py): GCC's ``-H`` marks a precompiled header it used with ``!``."""
+    import shlex
+    import subprocess
+
+    from testbenches import precompiled
+
+    monkeypatch.setenv("INNET_VERILATOR_RUNTIME", str(tmp_path / "shared"))
+    build_dir, source = tmp_path / "build", tmp_path / "top.v"
+    source.write_text(COUNTER.format(step=1))
+    _build(build_dir, source, make=runner.MAKE.split())
+    assert [p.name for p in (tmp_path / "shared").glob(f"*/{precompiled.HEADER}.gch")] == [f"{precompiled.HEADER}.gch"]
+    variables = precompiled.opt_fast([*runner.MAKE.split(), "VM_TRACE=0"])
+    for unit in (precompiled.UNIT, "verilator"):
+        dry = subprocess.run(["make", "-n", "-B", "-f", "Vtop.mk", *variables, f"{unit}.o"], cwd=build_dir,
+                             capture_output=True, text=True, check=True).stdout
+        line = next(text for text in dry.splitlines() if f"-c -o {unit}.o" in text)
+        command = [arg for arg in shlex.split(line) if arg != "-MMD"]
+        command[command.index(f"{unit}.o")] = str(tmp_path / f"{unit}.o")
+        headers = subprocess.run([*command, "-H"], cwd=build_dir, capture_output=True, text=True).stderr
+        assert headers.startswith(f"! ./{precompiled.HEADER}.gch"), f"{unit}: {headers[:300]}"

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from registry import ROOT, block
-from testbenches import checked, runner
+from testbenches import checked, precompiled, runner
 from testbenches.checked.wrapper import command_port, stream_ports
 from testbenches.layouts import pack
 from tools import campaign, schemata
@@ -148,7 +148,9 @@ def build(work, wrapper, component, expected):
         if (cache / f"{name}.o").exists():
             shutil.copy2(cache / f"{name}.o", obj / f"{name}.o")
             (obj / f"{name}.o").touch()
-    _run(["make", "-C", str(obj), "-f", "Vtop.mk", "-j", "1", f"OPT_FAST={OPT}", f"OPT_SLOW={OPT}"])
+    variables = [f"OPT_FAST={OPT}", f"OPT_SLOW={OPT}"]
+    precompiled.prepare(obj, cache, variables)
+    _run(["make", "-C", str(obj), "-f", "Vtop.mk", "-j", "1", *precompiled.opt_fast(variables)])
     cache.mkdir(parents=True, exist_ok=True)
     for name in RUNTIME:
         if not (cache / f"{name}.o").exists() and (obj / f"{name}.o").exists():
