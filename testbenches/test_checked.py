@@ -1,13 +1,14 @@
 """The checked engine (testbenches/checked.py) itself: a clean run passes, and every kind of difference
 planted in the golden model's expectations (a payload bit, a cycle, a missing beat, an extra beat, a
-counter, another output's end value, the cycle the last input goes in, a command's value, place or
-absence) fails the run, naming the cycle where it shows."""
+counter, another output's end value or its value at a checkpoint, the cycle the last input goes in, the
+gaps of the input, a command's value, place or absence) fails the run, naming the cycle where it shows."""
 import random
 
 import cocotb
 
 from registry import block
 from testbenches import checked, runner, tb
+from testbenches.checked.wrapper import side_bits
 from tools.traffic import roce_beats
 
 #: The soak's wrapper of the in-switch spill buffer (one Verilator build for both).
@@ -81,6 +82,35 @@ async def planted_differences(dut):
     expected.counters["pending"] += 1                                     # an output that is no counter: its end
     await fails(dut, component, words, expected, "counters or flags differ", "'pending'")
     expected.counters["pending"] -= 1
+    await checked.check(dut, component, words, expected)                 # restored: passes again
+
+
+@cocotb.test()
+async def gaps_and_checkpoints(dut):
+    """With a soak's side memory (``i`` idle one cycle in eight, its payload garbage; outputs stalled;
+    ``qdepth`` walking) the run passes. The same memory without its gaps fails (the model took no beat
+    in a gap), and so does a value planted in a checkpoint of the other outputs, at that checkpoint's cycle."""
+    component = checked.checked_of(**tb.params()).block
+    rng = random.Random(tb.seed())
+    beats = roce_beats(component, BEATS, rng)
+    layout = component.signature.members["i"].signature.members["payload"].shape
+    words = [tb.pack(layout, b) for b in beats]
+    params = block("spillway.inswitch").make_params(tb.params()["params"])
+    expected = checked.session("spillway.inswitch", component, params, rng)(beats)
+    gap = 1 << side_bits(component) - 1
+    assert any(word & gap for word in expected.side), "the side memory has gaps"
+    await checked.check(dut, component, words, expected)
+
+    with_gaps = expected.side
+    expected.side = [word & ~gap for word in with_gaps]
+    await fails(dut, component, words, expected, "checked: ")
+    expected.side = with_gaps
+
+    k = next(n for n, (_, _, mask) in enumerate(expected.checkpoints) if n >= len(expected.checkpoints) // 2 and mask)
+    cycle, value, mask = expected.checkpoints[k]
+    expected.checkpoints[k] = (cycle, value ^ (mask & -mask), mask)      # one compared bit of one output
+    await fails(dut, component, words, expected, f"cycle {cycle}: outputs differ from the golden model")
+    expected.checkpoints[k] = (cycle, value, mask)
     await checked.check(dut, component, words, expected)                 # restored: passes again
 
 

@@ -14,13 +14,15 @@ index and the RTL's value. ``check(dut, ...)`` (cocotb side) then reads that, th
 last accepted input and the block's counters, and raises an ``AssertionError`` naming the cycle (``run.py``).
 
 What the engine drives: stream ``i``, and from a side memory indexed by the cycle the block's other
-inputs (``qdepth``, ``rd_addr``) and a stall per output stream: zero for ``make bench`` (outputs
-always ready), random for a soak (``side_table``: ``qdepth`` in [0, 2 * high], each output stalled one
-cycle in four where the model takes the output's ready). A block's command stream (``cfg`` or
-``cmd``: ``command_port``) comes from a third memory: a stimulus item ``{"cmd": payload}`` among the beats
-of a batch is offered once every input beat before it went in (``after``: the beats before it), and
-while a command is offered ``i`` is not (a command goes in between the beats it was placed between,
-so an order-only model applies it in the same order; a cycle-accurate one sees it in its cycle).
+inputs (``qdepth``, ``rd_addr``), a stall per output stream and the gaps of ``i``: zero for ``make bench``
+(outputs always ready, a beat offered every cycle), random for a soak (``side_table``: ``qdepth`` in
+[0, 2 * high], each output stalled one cycle in four where the model takes the output's ready, ``i``
+idle one cycle in eight with its payload inverted: a block that reads a beat not offered takes garbage).
+A block's command stream (``cfg`` or ``cmd``: ``command_port``) comes from a third memory: a stimulus
+item ``{"cmd": payload}`` among the beats of a batch is offered once every input beat before it went in
+(``after``: the beats before it), and while a command is offered ``i`` is not (a command goes in between
+the beats it was placed between, so an order-only model applies it in the same order; a cycle-accurate
+one sees it in its cycle).
 ``make bench`` sends none: the block keeps its reset configuration.
 
 A long run (``soak``) goes in batches: the wrapper's ``keep`` holds the block's state (it is frozen

@@ -5,7 +5,7 @@ import time
 
 from amaranth.lib import data
 
-from testbenches.checked.wrapper import NO_CYCLE, SIDE, bits, command_port, side_inputs, stream_ports
+from testbenches.checked.wrapper import CHECKS, NO_CYCLE, SIDE, bits, command_port, side_inputs, stream_ports
 from testbenches.layouts import pack
 
 __all__ = ["Expected", "Side", "side_table", "lockstep_runner", "session", "expect", "TAIL", "split_commands"]
@@ -15,14 +15,15 @@ class Expected:
     """What the golden model says a run must show: per output stream, ``(cycle, value, mask)`` beats
     (cycle ``NO_CYCLE`` when the model is not cycle-accurate), the cycles to run (``limit``; None:
     until quiet), the cycle the last input beat is accepted in (None: not checked), the counters (and, of a
-    cycle model, the block's other outputs: its end state) and the commands of the run, ``(after, value)``:
-    offered once ``after`` input beats went in."""
+    cycle model, the block's other outputs: its end state), the commands of the run, ``(after, value)``:
+    offered once ``after`` input beats went in, and a cycle model's checkpoints: ``(cycle, value, mask)``
+    of the block's other outputs side by side (``Checked``'s ``bad_state``), at most ``CHECKS``."""
 
     def __init__(self, outputs, limit=None, last_accept=None, counters=None, model_seconds=0.0, side=None,
-                 commands=None):
+                 commands=None, checkpoints=None):
         self.outputs, self.limit, self.last_accept = outputs, limit, last_accept
         self.counters, self.model_seconds, self.side = counters or {}, model_seconds, side
-        self.commands = commands or []
+        self.commands, self.checkpoints = commands or [], checkpoints or []
 
 
 #: Cycles a cycle-accurate model runs after the last input beat went in.
@@ -52,16 +53,17 @@ def _packets(beats, width):
 
 
 class Side:
-    """One entry of the side memory: the block's other inputs (name -> value) and a stall per output."""
+    """One entry of the side memory: the block's other inputs (name -> value), a stall per output and
+    whether ``i`` idles (``gap``: no beat offered, the payload inverted: garbage a block must ignore)."""
 
-    def __init__(self, inputs, stall):
-        self.inputs, self.stall = inputs, stall
+    def __init__(self, inputs, stall, gap=False):
+        self.inputs, self.stall, self.gap = inputs, stall, gap
 
 
 def side_table(name, component, params, rng=None):
     """The side memory of a run: ``SIDE`` entries, all zero (outputs always ready) without ``rng``; with
     it, each output stalls one cycle in four (never one of the model's
-    ``IGNORES_READY``, whose beats a stall would lose), every port's ``qdepth``
+    ``IGNORES_READY``, whose beats a stall would lose), ``i`` idles one cycle in eight, every port's ``qdepth``
     walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
     drains in turn), and a ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
     inputs, outs = side_inputs(component), [port for port, _ in stream_ports(component)[1]]
@@ -81,7 +83,8 @@ def side_table(name, component, params, rng=None):
     stalls = rng is not None
     steady = set(getattr(model, "IGNORES_READY", ()))
     return [Side({field: value(field, shape) for field, shape in inputs},
-                 tuple(stalls and port not in steady and rng.randrange(4) == 0 for port in outs))
+                 tuple(stalls and port not in steady and rng.randrange(4) == 0 for port in outs),
+                 stalls and rng.randrange(8) == 0)
             for _ in range(SIDE)]
 
 
@@ -95,14 +98,15 @@ def _side_words(component, table):
             at += bits(shape)
         for port, stall in enumerate(entry.stall):
             word |= int(stall) << (at + port)
-        words.append(word)
+        words.append(word | int(entry.gap) << (at + len(entry.stall)))
     return words
 
 
 def lockstep_runner(lockstep, table, tail=TAIL):
     """The golden model of ``lockstep`` as a batch runner ``run(items, final) -> Expected``, driven as the
     ``Checked`` wrapper drives the block. A cycle model steps once a cycle: ``i`` offered from the
-    batch's beats at the rate the model's ``i__ready`` takes them, the command stream from the batch's
+    batch's beats at the rate the model's ``i__ready`` takes them (not in the side memory's gaps), the command
+    stream from the batch's
     command items (offered once the beats before them went in; ``i`` waits meanwhile), every other
     input stream idle, the other inputs and each output's ready from the side memory ``table``; an
     output transfer is an expected beat with its cycle; the batch ends in the cycle its last input goes
@@ -135,17 +139,33 @@ def lockstep_runner(lockstep, table, tail=TAIL):
             inputs[f"{port.name}__ready"] = int(not stall)
         return inputs, side
 
+    others = [(p.name, bits(p.layout)) for p in ports.plain_out]
+
+    def state(expected):
+        """(value, mask) of the other outputs side by side, as ``Checked`` compares them (unnamed: mask 0)."""
+        value = mask = at = 0
+        for name, size in others:
+            word, named = expected.get(name, (0, 0))
+            value, mask, at = value | word << at, mask | named << at, at + size
+        return value, mask
+
     def run_cycles(items, final):
         beats, commands = split_commands(items)
         packets = _lookahead(beats, stimulus) if "i" in lockstep.lookahead else {}
         outputs, index, cycle, after, last, taken = {}, 0, 0, 0, None, 0
+        checkpoints, stride = [], 1             # every stride-th cycle, stride doubled to keep at most CHECKS
         while index < len(beats) or taken < len(commands) or (final and after < tail):
             cmd = commands[taken][1] if taken < len(commands) and commands[taken][0] <= index else None
-            beat = beats[index] if index < len(beats) and cmd is None else None
+            beat = beats[index] if index < len(beats) and cmd is None and not table[cycle % SIDE].gap else None
             inputs, side = cycle_inputs(cycle, beat, cmd)
             if beat is not None and index in packets:
                 inputs["i__packet"] = packets[index]
             expected, said = lockstep.predict(inputs)
+            if others and cycle % stride == 0:
+                checkpoints.append((cycle, *state(expected)))
+                if len(checkpoints) > CHECKS:
+                    stride *= 2
+                    checkpoints = [c for c in checkpoints if c[0] % stride == 0]
             for port, stall in zip(ports.streams_out, side.stall):
                 if said.get(f"{port.name}__valid") and not stall:
                     outputs.setdefault(port.name, []).append((cycle, *expected[f"{port.name}__payload"]))
@@ -162,7 +182,7 @@ def lockstep_runner(lockstep, table, tail=TAIL):
         if cycle:
             said = copy.deepcopy(lockstep.model).step(cycle_inputs(cycle, None, None)[0])
             flags = {p.name: said[p.name] for p in ports.plain_out if isinstance(said.get(p.name), int)}
-        return Expected(outputs, cycle, last, {**flags, **lockstep.model.counters()})
+        return Expected(outputs, cycle, last, {**flags, **lockstep.model.counters()}, checkpoints=checkpoints)
     return run_cycles
 
 

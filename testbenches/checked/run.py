@@ -8,7 +8,17 @@ from pathlib import Path
 from amaranth.lib import data
 
 from testbenches.checked.expected import TAIL, session
-from testbenches.checked.wrapper import NO_CYCLE, SIDE, Checked, bits, command_port, side_inputs, stream_ports
+from testbenches.checked.wrapper import (
+    CHECKS,
+    NO_CYCLE,
+    SIDE,
+    Checked,
+    bits,
+    command_port,
+    side_bits,
+    state_bits,
+    stream_ports,
+)
 from testbenches.layouts import pack, unpack
 
 __all__ = ["write_files", "controls", "outputs_of", "verdict", "check", "soak", "soak_params", "batches", "BATCH",
@@ -41,9 +51,14 @@ def write_files(component, words, expected, where="."):
         Path(where, file).write_bytes(b"".join(
             ((mask << (32 + width)) | (value << 32) | (NO_CYCLE if cycle is None else cycle)).to_bytes(size, "big")
             for cycle, value, mask in expected.outputs[name]))
-    size = (sum(bits(shape) for _, shape in side_inputs(component)) + len(outs) + 7) // 8
+    size = (side_bits(component) + 7) // 8
     Path(where, names[len(outs) + 1]).write_bytes(b"".join(w.to_bytes(size, "big")
                                                           for w in expected.side or [0] * SIDE))
+    width = state_bits(component)
+    size = (32 + 2 * width + 7) // 8
+    entries = [(value << 32 + width | mask << 32 | cycle) for cycle, value, mask in expected.checkpoints]
+    entries += [NO_CYCLE] * (CHECKS - len(entries))     # every entry written: none left from an earlier batch
+    Path(where, names[len(outs) + 2]).write_bytes(b"".join(e.to_bytes(size, "big") for e in entries))
     if command:
         size = (32 + bits(command[1]) + 7) // 8
         Path(where, names[-1]).write_bytes(b"".join(((value << 32) | after).to_bytes(size, "big")
@@ -66,6 +81,7 @@ def controls(component, words, expected, tail=TAIL, cap=None, keep=False):
 def outputs_of(component, expected):
     """The ``Checked`` wrapper's outputs ``verdict`` reads."""
     return (["cycles", "bad", "bad_missing", "bad_cycle", "bad_port", "bad_index", "bad_value", "accepted_at"]
+            + (["bad_state"] if state_bits(component) else [])
             + [f"seen_{name}" for name, _ in stream_ports(component)[1]] + [f"c_{name}" for name in expected.counters])
 
 
@@ -75,6 +91,8 @@ def verdict(component, words, expected, read):
     or extra beat, an input accepted in another cycle than the model's, or a counter that differs."""
     outs = stream_ports(component)[1]
     cycles = read("cycles")
+    if read("bad") and read("bad_port") == len(outs):
+        _differing_state(component, expected.checkpoints[read("bad_index")], read("bad_cycle"), read("bad_state"))
     if read("bad"):
         port = read("bad_port")
         name, shape = outs[port]
@@ -115,6 +133,19 @@ def verdict(component, words, expected, read):
         for _, value, _ in expected.outputs[name]:
             packets += (value >> fields["last"].offset) & 1 if "last" in fields else 1
     return {"cycles": cycles, "beats_out": sum(len(v) for v in expected.outputs.values()), "packets_out": packets}
+
+
+def _differing_state(component, checkpoint, at, state):
+    """``AssertionError`` naming the other outputs whose compared bits differ from ``checkpoint`` at cycle ``at``."""
+    _, value, mask = checkpoint
+    differ, offset = {}, 0
+    for name, shape in stream_ports(component)[2]:
+        field = (1 << bits(shape)) - 1
+        rtl, model, compared = (state >> offset) & field, (value >> offset) & field, (mask >> offset) & field
+        if (rtl ^ model) & compared:
+            differ[name] = (unpack(shape, rtl), unpack(shape, model))
+        offset += bits(shape)
+    raise AssertionError(f"checked: cycle {at}: outputs differ from the golden model (RTL, model): {differ}")
 
 
 async def check(dut, component, words, expected, tail=TAIL, cap=None, keep=False):

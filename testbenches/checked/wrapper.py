@@ -7,7 +7,8 @@ from amaranth.hdl import Cat, ClockDomain, DomainRenamer, EnableInserter, Instan
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Checked", "NO_CYCLE", "SIDE", "stream_ports", "command_port", "side_inputs", "bits"]
+__all__ = ["Checked", "NO_CYCLE", "SIDE", "CHECKS", "stream_ports", "command_port", "side_inputs", "side_bits",
+           "state_bits", "bits"]
 
 #: The expected-cycle field of a beat whose model is not cycle-accurate (order and value are checked).
 NO_CYCLE = (1 << 32) - 1
@@ -82,8 +83,21 @@ def side_inputs(block):
             if member.flow == In and not member.is_signature]
 
 
-#: Entries of the side memory: the other inputs' values and the outputs' stalls of cycle ``c`` are entry
-#: ``c mod SIDE`` (of the batch's cycles).
+def side_bits(block):
+    """Width of the side memory's words: the block's other inputs, a stall per output stream, the gap of ``i``."""
+    return sum(bits(shape) for _, shape in side_inputs(block)) + len(stream_ports(block)[1]) + 1
+
+
+def state_bits(block):
+    """Width of the block's other outputs side by side (``stream_ports``' third list): a checkpoint's."""
+    return sum(bits(shape) for _, shape in stream_ports(block)[2])
+
+
+#: Entries of the checkpoint memory: the cycles of a batch where the block's other outputs are compared with
+#: what a cycle model names for them (``expected.checkpoints``).
+CHECKS = 256
+#: Entries of the side memory: the other inputs' values, the outputs' stalls and the gap of ``i`` of cycle ``c``
+#: are entry ``c mod SIDE`` (of the batch's cycles).
 SIDE = 1024
 
 
@@ -120,6 +134,8 @@ class Checked(wiring.Component):
                    "tail": In(32), "done": Out(1), "cycles": Out(32), "accepted_at": Out(32),
                    "bad": Out(1), "bad_missing": Out(1), "bad_cycle": Out(32), "bad_port": Out(8),
                    "bad_index": Out(32), "bad_value": Out(wide)}
+        if state_bits(block):
+            members["bad_state"] = Out(state_bits(block))
         if self.command:
             members["cmds"] = In(32)
         if select is not None:
@@ -133,9 +149,10 @@ class Checked(wiring.Component):
 
     @staticmethod
     def files(outs, command=None):
-        """Memory file names: the stimulus, then one per output stream, the side memory, then the
-        command memory (a block with a command stream)."""
-        return (["checked_i.bin"] + [f"checked_{name}.bin" for name, _ in outs] + ["checked_side.bin"]
+        """Memory file names: the stimulus, then one per output stream, the side memory, the checkpoint
+        memory, then the command memory (a block with a command stream)."""
+        return (["checked_i.bin"] + [f"checked_{name}.bin" for name, _ in outs] + ["checked_side.bin",
+                                                                                   "checked_state.bin"]
                 + (["checked_cmd.bin"] if command else []))
 
     def elaborate(self, platform):
@@ -173,13 +190,15 @@ class Checked(wiring.Component):
             with m.If(port.valid & port.ready):
                 m.d.sync += taken.eq(taken + 1)
             complete.append(taken == self.cmds)
-        m.d.comb += [block.i.valid.eq(running & (index < self.beats) & ~offered), block.i.payload.eq(stim)]
-        with m.If(block.i.valid & block.i.ready):
-            m.d.sync += [index.eq(index + 1), self.accepted_at.eq(cycle)]
-        side = Signal(sum(bits(shape) for _, shape in self.inputs) + len(self.outs))
+        side = Signal(side_bits(block))
         m.submodules.side = Instance("innet_rom", p_WIDTH=len(side), p_DEPTH=SIDE, p_FILE=names[len(self.outs) + 1],
                                      i_load=self.load,
                                      i_addr=cycle & (SIDE - 1), o_data=side)
+        gap = side[-1]                         # ``i`` idles, its payload garbage (inverted)
+        m.d.comb += [block.i.valid.eq(running & (index < self.beats) & ~offered & ~gap),
+                     block.i.payload.eq(Mux(gap, ~stim, stim))]
+        with m.If(block.i.valid & block.i.ready):
+            m.d.sync += [index.eq(index + 1), self.accepted_at.eq(cycle)]
         at = 0
         for name, shape in self.inputs:
             m.d.comb += Value.cast(getattr(block, name)).eq(side[at:at + bits(shape)])
@@ -209,6 +228,8 @@ class Checked(wiring.Component):
             moving.append(o.valid)
         for name, _ in self.others:
             m.d.comb += getattr(self, f"c_{name}").eq(getattr(block, name))
+        if self.others:
+            self._checkpoints(m, running, cycle, names[len(self.outs) + 2])
 
         quiet_now = Signal()
         m.d.comb += quiet_now.eq(Cat(*complete).all() & ~Cat(*moving).any())
@@ -217,3 +238,20 @@ class Checked(wiring.Component):
             with m.If((cycle + 1 >= self.limit) | (quiet_now & (quiet + 1 >= self.tail)) | self.bad):
                 m.d.sync += self.done.eq(1)
         return m
+
+    def _checkpoints(self, m, running, cycle, file):
+        """At each checkpoint's cycle, the block's other outputs against the checkpoint's (masked) values:
+        one that differs is a mismatch on port ``len(outs)`` (``bad_index``: the checkpoint, ``bad_state``:
+        the outputs then)."""
+        state = Cat(*(Value.cast(getattr(self.block, name)) for name, _ in self.others))
+        width, taken = len(state), Signal(range(CHECKS + 1))
+        entry = Signal(32 + 2 * width)
+        m.submodules.checkpoints = Instance("innet_rom", p_WIDTH=len(entry), p_DEPTH=CHECKS, p_FILE=file,
+                                            i_load=self.load, i_addr=taken, o_data=entry)
+        due = Signal()
+        m.d.comb += due.eq(running & (taken < CHECKS) & (entry[:32] == cycle))
+        with m.If(due):
+            m.d.sync += taken.eq(taken + 1)
+            with m.If(~self.bad & (((state ^ entry[32:32 + width]) & entry[32 + width:]) != 0)):
+                m.d.sync += [self.bad.eq(1), self.bad_missing.eq(0), self.bad_cycle.eq(cycle),
+                             self.bad_port.eq(len(self.outs)), self.bad_index.eq(taken), self.bad_state.eq(state)]
