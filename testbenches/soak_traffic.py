@@ -795,15 +795,17 @@ def bounded_loss_tracker(component, rng):
     def row():
         return {"cmd": {"phase": rng.randrange(p.phases), "tau": rng.randrange(256),
                         "deadline": rng.randrange(1, min(300, top) + 1)}}
+    def deadline():
+        return rng.randrange(min(30, top), min(200, top) + 1)
     opening = [{"cmd": {"phase": 0, "tau": rng.randrange(128, 256), "deadline": min(1000, top)}},
-               *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}
+               *({"cmd": {"phase": ph, "tau": rng.randrange(128), "deadline": deadline()}}
                  for ph in range(1, p.phases)),
                {"cmd": {"phase": p.phases, "tau": 0, "deadline": 1}},
                {"cmd": {"phase": p.phases - 1, "tau": 0, "deadline": 1}}]
     opening = packet(0, p.rounds - 3, 0, 1, 0) + opening + [
         {"cmd": {"phase": 0, "tau": 256, "deadline": 100}}, {"cmd": {"phase": 0, "tau": 10, "deadline": 0}},
         {"cmd": {"phase": 0, "tau": 10, "deadline": top + 1}},
-        {"cmd": {"phase": p.phases - 1, "tau": rng.randrange(128), "deadline": rng.randrange(30, min(200, top) + 1)}}]
+        {"cmd": {"phase": p.phases - 1, "tau": rng.randrange(128), "deadline": deadline()}}]
     opening += [beat for raw in malformed for beat in _beats(component, raw)] + packet(3, 0, 0, 1, 0)
     opening += _beats(component, raw_packet(2, p.rounds - 4, 0, 1, 0)[:wire.DBLP_HEADER_BYTES])
     opening += [beat for idx in range(p.e_max) for beat in packet(1, p.rounds - 2, idx, p.e_max, 0)]

@@ -129,7 +129,8 @@ def dblp_beats(component, count, rng):
 
 def spill_frames(component, count, rng):
     """Spill-link frames for the spill node: a DATA frame (a random RoCEv2 packet of a random port) and a
-    DRAIN frame asking for it back, alternating, so the node neither fills nor idles (``count`` frames)."""
+    DRAIN frame asking for it back, alternating, so the node neither fills nor idles (``count`` frames: a beat
+    each on the benchmark's links, more on a narrower one)."""
     frames, seq = [], 0
     while len(frames) < count:
         port = rng.randrange(_ports(component))
@@ -137,7 +138,7 @@ def spill_frames(component, count, rng):
                             sport=rng.randrange(49152, 65536), psn=seq, payload=bytes(2))
         frames += [spill_frame(inner, port, seq=seq), drain_request(port)]
         seq = (seq + 1) & 0xFFFF
-    return [_beat(component, frame, 0) for frame in frames[:count]]
+    return [beat for frame in frames[:count] for beat in beats_of(bytes(frame), {"port": 0}, _width(component))]
 
 
 #: stimulus name (``registry.Block.stimulus``) -> generator(component, count, rng).
