@@ -65,7 +65,7 @@ def side_table(name, component, params, rng=None):
     it, each output stalls one cycle in four (never one of the model's
     ``IGNORES_READY``, whose beats a stall would lose), ``i`` idles one cycle in eight, every port's ``qdepth``
     walks at random in [0, 2 * high], a step of -2..2 a cycle (the spill buffer forwards, spills and
-    drains in turn), and a ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
+    drains in turn), and a ``pause`` or ``*_pause`` input (a link's back-pressure) is set one cycle in eight."""
     inputs, outs = side_inputs(component), [port for port, _ in stream_ports(component)[1]]
     high = next((v for k, v in params.flat().items() if k.rsplit(".", 1)[-1] == "high"), 0)
     walk = {}
@@ -75,7 +75,7 @@ def side_table(name, component, params, rng=None):
             depth = walk.setdefault(field, [rng.randrange(2 * high + 1) for _ in range(shape.length)])
             depth[:] = [min(2 * high, max(0, q + rng.randrange(-2, 3))) for q in depth]
             return list(depth)
-        if field.endswith("_pause") and rng is not None:
+        if field.rsplit("_", 1)[-1] == "pause" and rng is not None:
             return int(rng.randrange(8) == 0)
         return [0] * shape.length if isinstance(shape, data.ArrayLayout) else 0
     import registry
