@@ -47,6 +47,15 @@ def _beats(component, raw, port=0):
     return beats_of(bytes(raw), {"port": port}, component.data_bytes)
 
 
+def _cut(component, raw, length):
+    """The beats of ``raw`` cut to ``length`` bytes, the last beat's bytes past the cut still ``raw``'s: junk
+    past ``keep`` that the block must not read (the protocol byte of a packet cut before it, say)."""
+    beats, width = _beats(component, raw[:length]), component.data_bytes
+    start = (len(beats) - 1) * width
+    beats[-1] = dict(beats[-1], data=int.from_bytes(raw[start:start + width].ljust(width, b"\0"), "little"))
+    return beats
+
+
 def _exact(produce):
     """``generate(count)``: the items of exactly ``count`` packets (and the commands before them) from
     ``produce()``, which gives the items of a few packets at a time."""
@@ -80,12 +89,15 @@ def parser_edges(roce):
     """(packet, the progress file's outcome) at the edges of its parser, cut from the RoCEv2 packet ``roce``
     (bytes, of an installed flow) or built here: IPv4/UDP of 37 and 38 bytes (the UDP port complete at 38)
     and RoCEv2 of 53 and 54 bytes (the BTH complete at 54), malformed below each limit and parsed at it;
-    an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the protocol (not IPv4: unknown)."""
+    RoCEv2 cut at 23 and 24 bytes (the IPv4 protocol complete at 24: not UDP yet, unknown; then UDP
+    without its port, malformed); an IPv6 frame carrying RoCEv2, whose address puts 17 where IPv4 keeps the
+    protocol (not IPv4: unknown)."""
     ether = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")         # as roce_packet's
     other = bytes(ether / IP(src="10.9.9.9", dst="10.9.9.8") / UDP(sport=1, dport=53) / Raw(bytes(40)))
     v6 = bytes(ether / IPv6(src="2011::1", dst="2011::2") / UDP(sport=1, dport=4791) / Raw(bytes(40)))
     return [(roce[:37], "malformed"), (roce[:38], "malformed"), (other[:37], "malformed"), (other[:38], "unknown"),
-            (roce[:53], "malformed"), (roce[:54], "tracked"), (v6, "unknown")]
+            (roce[:53], "malformed"), (roce[:54], "tracked"), (roce[:wire.IP_PROTO_AT], "unknown"),
+            (roce[:wire.IP_PROTO_AT + 1], "malformed"), (v6, "unknown")]
 
 
 def progress_regfile(component, rng):
@@ -123,7 +135,8 @@ def progress_regfile(component, rng):
     malformed[wire.IP_VERSION_IHL_AT] = 0x46                              # IP options: malformed
     malformed = _beats(component, malformed)
     edge = bytes(roce_packet(src="10.0.2.2", dst="10.0.2.3", qp=_qp(busy, 1), tos=ECT0, payload=bytes(8)))
-    edges = [malformed, *(_beats(component, raw) for raw, _ in parser_edges(edge))]
+    edges = [malformed, *(_cut(component, edge, len(raw)) if edge.startswith(raw) else _beats(component, raw)
+                          for raw, _ in parser_edges(edge))]
 
     def job_cmd(job):
         chunk, delta, age_out = jobs[job]
