@@ -36,7 +36,7 @@ from models.ev_selector import EVENT_KINDS, GOOD, SKIP, EvSelectorModel
 from models.headers import dblp_packet, ina_packet, mrc_packet, roce_packet, sdr_packet, usid_address
 from models.packet import beats_of
 from models.progress_regfile import OP_INSTALL, OP_JOB, OP_REMOVE
-from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT
+from models.wire import ECN_CE, ECT0, ECT1, NOT_ECT, RC_SEND_FIRST, RC_SEND_LAST, RC_SEND_MIDDLE, RC_SEND_ONLY
 
 __all__ = ["progress_regfile", "parser_edges", "usid_forwarder", "ev_expander", "chunk_bitmap", "aggregator",
            "ev_selector", "bounded_loss_tracker", "spill_switch", "spill_node", "pipeline_inswitch", "AGEING",
@@ -100,33 +100,53 @@ def parser_edges(roce):
             (roce[:wire.IP_PROTO_AT + 1], "malformed"), (v6, "unknown")]
 
 
+#: (BTH opcode, PSN) of each packet of the progress file's soak: a message's only, first, middle and last
+#: packet (a message-stepping file closes a step on the last ones only), the PSN (the IPv4 id too) moving
+#: the header checksum the marking updates; and one more, ``_zero_checksum_psn``'s.
+REGFILE_VARIANTS = ((RC_SEND_ONLY, 0), (RC_SEND_FIRST, 0x8001), (RC_SEND_MIDDLE, 0xFFFF), (RC_SEND_LAST, 0x1234))
+
+
+def _zero_checksum_psn(fields):
+    """The PSN whose IPv4 id gives the RoCEv2 packet of ``fields`` the header checksum 0x0000: marking it
+    carries out of both ones' complement folds of the RFC 1624 update."""
+    header = bytearray(bytes(roce_packet(psn=0, **fields))[wire.IP_OFFSET:wire.UDP_OFFSET])
+    header[wire.IP_CHECKSUM_AT - wire.IP_OFFSET:wire.IP_CHECKSUM_AT - wire.IP_OFFSET + 2] = bytes(2)
+    total = 0
+    for at in range(0, len(header), 2):
+        total += int.from_bytes(header[at:at + 2], "big")
+        total = (total & 0xFFFF) + (total >> 16)
+    return 0xFFFF - total
+
+
 def progress_regfile(component, rng):
-    """Up to four ring jobs of up to four positions, on the flows ``_qp(job, position)``: job 0 (chunk 1,
-    delta 0) never hears from its last position, so every ECN-capable packet of its other positions is
-    marked once they moved (Not-ECT: ``not_ect``); job 1 (chunk 2, delta 1, age_out 2) the same, its
-    silent position ages out after 3 epochs; job 2 (chunk 3, delta 2) has every position, position 0
-    twice as often (it runs ahead); job 3 (chunk 1, delta 0, age_out 1) loses position 2 every other phase
-    (it ages, then rejoins). With two or three jobs (a small file: its steps and counters saturate), job 0's
-    talking positions take job 2's part in the opening and the removals. Every ``PHASE`` packets: one job
-    cleared (``OP_JOB``) and a flow removed or put back. Around them: packets to QPs never installed,
-    non-RoCE, malformed (IP options) and those at the parser's limits (``parser_edges``: ``unknown``,
-    ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and 2-beat packets."""
+    """Up to four ring jobs of up to four positions, on the flows ``_qp(job, position)``: job 0 (chunk 1, delta 0)
+    never hears from its last position, so every ECN-capable packet of its other positions is marked once they moved
+    (Not-ECT: ``not_ect``); job 1 (chunk 2, delta 1, age_out 2) the same, its silent position ages out after 3
+    epochs; job 2 (chunk 3, delta 2) has every position, position 0 twice as often (it runs ahead); job 3 (chunk 0,
+    which the file takes as 1; delta 0, age_out 1) loses position 2 every other phase (it ages, then rejoins). With
+    two or three jobs (a small file: its steps and counters saturate), job 0's talking positions take job 2's part
+    in the opening and the removals. Every ``PHASE`` packets: one job cleared (``OP_JOB``) and a flow removed or put
+    back. Around them: packets to QPs never installed, non-RoCE, malformed (IP options) and those at the parser's
+    limits (``parser_edges``: ``unknown``, ``malformed``, ``tracked``); TOS Not-ECT, ECT(0), ECT(1), CE; 1- and
+    2-beat packets."""
     p = component.params
     n_jobs, ring = min(p.jobs, 4), min(p.ring, 4)
     if n_jobs < 2 or ring < 3 or p.table < _qp(n_jobs - 1, ring) - _qp(0, 0):
         raise ValueError("the progress_regfile soak needs jobs >= 2, ring >= 3 and a flow per (job, position) "
                          "of min(jobs, 4) x min(ring, 4): table >= 4 * (min(jobs, 4) - 1) + min(ring, 4)")
-    jobs = {0: (1, 0, 0), 1: (2, 1, 2), 2: (3, 2, 0), 3: (1, 0, 1)}       # job -> (chunk, delta, age_out)
+    jobs = {0: (1, 0, 0), 1: (2, 1, 2), 2: (3, 2, 0), 3: (0, 0, 1)}       # job -> (chunk, delta, age_out)
     busy = 2 if n_jobs > 2 else 0           # the job whose flows carry the opening's filler and are removed
     tos_kinds = (NOT_ECT, ECT0, ECT1, ECN_CE)
-    pool = {}
+    pool = {}                               # (job, position, tos, size) -> the packet's beats in each VARIANTS
     for job in range(n_jobs):
         for position in range(ring):
             for tos in tos_kinds:
                 for size in (2, 40):                                     # 1 and 2 beats of 64 bytes
-                    raw = roce_packet(src=f"10.0.{job}.{position + 1}", dst=f"10.0.{job}.{position + 2}",
-                                      qp=_qp(job, position), tos=tos, payload=bytes(size))
-                    pool[job, position, tos, size] = _beats(component, raw)
+                    fields = {"src": f"10.0.{job}.{position + 1}", "dst": f"10.0.{job}.{position + 2}",
+                              "qp": _qp(job, position), "tos": tos, "payload": bytes(size)}
+                    variants = (*REGFILE_VARIANTS, (RC_SEND_ONLY, _zero_checksum_psn(fields)))
+                    pool[job, position, tos, size] = [_beats(component, roce_packet(op=op, psn=psn, **fields))
+                                                      for op, psn in variants]
     strays = [_beats(component, roce_packet(qp=0x2000 + n, tos=ECT0, payload=bytes(8))) for n in range(8)]
     raw = bytearray(bytes(roce_packet(tos=ECT0, payload=bytes(8))))
     raw[wire.UDP_DPORT_AT:wire.UDP_DPORT_AT + 2] = (4792).to_bytes(2, "big")
@@ -163,12 +183,12 @@ def progress_regfile(component, rng):
         items = [job_cmd(job) for job in range(n_jobs)]
         items += [install(job, position) for job in range(n_jobs) for position in range(ring)]
         for tos in (ECT0, NOT_ECT, ECT1):     # job 0, position 0: step 1, 2, 3 against min 0 (its last)
-            items += pool[0, 0, tos, 2]
+            items += pool[0, 0, tos, 2][0]
         talking = sorted(set(senders(busy, 0)))
         for n in range(AGEING):
-            items += pool[busy, talking[n % len(talking)], ECT0, 2]
-        items += strays[0] + strays[-1] + malformed + pool[1, 0, ECT0, 2]
-        return items + pool[busy, 0, ECT0, 2] + pool[busy, 1, ECT0, 2]
+            items += pool[busy, talking[n % len(talking)], ECT0, 2][0]
+        items += strays[0] + strays[-1] + malformed + pool[1, 0, ECT0, 2][0]
+        return items + pool[busy, 0, ECT0, 2][0] + pool[busy, 1, ECT0, 2][0]
 
     def reconfigure(phase):
         job = phase % n_jobs
@@ -193,14 +213,15 @@ def progress_regfile(component, rng):
         state["sent"] += 1
         r = rng.randrange(100)
         if n % PHASE == PHASE - 1:                   # a job-1 packet closes each phase
-            items += pool[1, 0, ECT0, 2]
+            items += pool[1, 0, ECT0, 2][0]
         elif r < 3:
             items += rng.choice(strays)
         elif r < 5:
             items += rng.choice(edges)
         else:
             job = rng.randrange(n_jobs)
-            items += pool[job, rng.choice(senders(job, phase)), rng.choice(tos_kinds), rng.choice((2, 2, 40))]
+            items += rng.choice(pool[job, rng.choice(senders(job, phase)), rng.choice(tos_kinds),
+                                     rng.choice((2, 2, 40))])
         return items
     return _exact(produce)
 
