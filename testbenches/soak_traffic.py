@@ -548,10 +548,10 @@ def chunk_bitmap(component, rng):
     outside = (p.qp_base + p.generations * p.channels) % (1 << 24)
 
     def produce():
-        if not state["opened"]:               # a two-packet message of one chunk: each outcome once
-            state["opened"] = True
+        if not state["opened"]:               # a two-packet message of one chunk: each outcome once, its first
+            state["opened"] = True            # packet of the shortest length taken (SDR_MIN_LENGTH: no payload)
             return [{"cmd": {"op": OP_POST, "msg": 0, "gen": 0, "n_pkts": 2, "chunk": 2}},
-                    beat(raw_of(0, 0, 0, 0)), beat(raw_of(0, 0, 0, 0)), beat(raw_of(0, 1, 0, 0)),
+                    beat(raw_of(0, 0, 0, 0)[:wire.SDR_MIN_LENGTH]), beat(raw_of(0, 0, 0, 0)), beat(raw_of(0, 1, 0, 0)),
                     beat(raw_of(0, 2, 0, 0)), beat(raw_of(0, 0, min(1, p.generations - 1), 0)),
                     {"cmd": {"op": OP_COMPLETE, "msg": 0}},
                     beat(raw_of(0, 1, 0, 0)), beat(raw_of(0, 0, 0, 0, qp=outside)), beat(short),
