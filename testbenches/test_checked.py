@@ -106,11 +106,13 @@ async def gaps_and_checkpoints(dut):
     await fails(dut, component, words, expected, "checked: ")
     expected.side = with_gaps
 
-    k = next(n for n, (_, _, mask) in enumerate(expected.checkpoints) if n >= len(expected.checkpoints) // 2 and mask)
-    cycle, value, mask = expected.checkpoints[k]
-    expected.checkpoints[k] = (cycle, value ^ (mask & -mask), mask)      # one compared bit of one output
-    await fails(dut, component, words, expected, f"cycle {cycle}: outputs differ from the golden model")
-    expected.checkpoints[k] = (cycle, value, mask)
+    for ones in (True, False):              # a compared bit the model has at 1, then one at 0, flipped
+        k, bit = next((n, b & -b) for n, (_, value, mask) in enumerate(expected.checkpoints)
+                      if n >= len(expected.checkpoints) // 2 and (b := mask & (value if ones else ~value)))
+        cycle, value, mask = expected.checkpoints[k]
+        expected.checkpoints[k] = (cycle, value ^ bit, mask)
+        await fails(dut, component, words, expected, f"cycle {cycle}: outputs differ from the golden model")
+        expected.checkpoints[k] = (cycle, value, mask)
     await checked.check(dut, component, words, expected)                 # restored: passes again
 
 

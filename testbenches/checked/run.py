@@ -56,7 +56,7 @@ def write_files(component, words, expected, where="."):
                                                           for w in expected.side or [0] * SIDE))
     width = state_bits(component)
     size = (32 + 2 * width + 7) // 8
-    entries = [(value << 32 + width | mask << 32 | cycle) for cycle, value, mask in expected.checkpoints]
+    entries = [(mask << 32 + width | value << 32 | cycle) for cycle, value, mask in expected.checkpoints]
     entries += [NO_CYCLE] * (CHECKS - len(entries))     # every entry written: none left from an earlier batch
     Path(where, names[len(outs) + 2]).write_bytes(b"".join(e.to_bytes(size, "big") for e in entries))
     if command:
