@@ -106,16 +106,23 @@ def parser_edges(roce):
 REGFILE_VARIANTS = ((RC_SEND_ONLY, 0), (RC_SEND_FIRST, 0x8001), (RC_SEND_MIDDLE, 0xFFFF), (RC_SEND_LAST, 0x1234))
 
 
-def _zero_checksum_psn(fields):
-    """The PSN whose IPv4 id gives the RoCEv2 packet of ``fields`` the header checksum 0x0000: marking it
-    carries out of both ones' complement folds of the RFC 1624 update."""
-    header = bytearray(bytes(roce_packet(psn=0, **fields))[wire.IP_OFFSET:wire.UDP_OFFSET])
+def ipv4_id_for_checksum(raw, target):
+    """The IPv4 id that gives the packet ``raw`` (bytes, its id 0) the header checksum ``target``: the id
+    makes up the ones' complement sum of the other header words to ``~target``."""
+    header = bytearray(raw[wire.IP_OFFSET:wire.UDP_OFFSET])
     header[wire.IP_CHECKSUM_AT - wire.IP_OFFSET:wire.IP_CHECKSUM_AT - wire.IP_OFFSET + 2] = bytes(2)
     total = 0
     for at in range(0, len(header), 2):
         total += int.from_bytes(header[at:at + 2], "big")
         total = (total & 0xFFFF) + (total >> 16)
-    return 0xFFFF - total
+    wanted = ~target & 0xFFFF
+    return wanted - total if wanted >= total else wanted - total + 0xFFFF
+
+
+def _zero_checksum_psn(fields):
+    """The PSN (the IPv4 id too) that gives the RoCEv2 packet of ``fields`` the header checksum 0x0000:
+    marking it carries out of both ones' complement folds of the RFC 1624 update."""
+    return ipv4_id_for_checksum(bytes(roce_packet(psn=0, **fields)), 0)
 
 
 def progress_regfile(component, rng):

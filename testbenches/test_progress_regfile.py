@@ -11,7 +11,7 @@ from models import wire
 from models.headers import BTH, IP, RC_SEND_LAST, RC_SEND_MIDDLE, UDP, Ether, Raw, roce_packet
 from models.progress_regfile import ProgressRegfileModel
 from testbenches import runner, tb
-from testbenches.soak_traffic import parser_edges
+from testbenches.soak_traffic import ipv4_id_for_checksum, parser_edges
 
 ECT0, ECT1, NOT_ECT, CE = 0b10, 0b01, 0b00, 0b11
 ECN = {NOT_ECT: "not_ect", ECT0: "ect0", ECT1: "ect1", CE: "ce"}
@@ -359,18 +359,10 @@ async def laggard_closes_step(dut):
 
 def with_checksum(job, position, tos, target):
     """A packet of the flow whose IPv4 checksum is ``target`` (crafted through the IPv4 id)."""
-    header = bytearray(bytes(ring_packet(job, position, 0, tos=tos))[14:34])
-    header[4:6] = header[10:12] = b"\0\0"
-    base = sum(int.from_bytes(header[k:k + 2], "big") for k in range(0, 20, 2))
-    for ident in range(1 << 16):
-        total = base + ident
-        while total >> 16:
-            total = (total & 0xFFFF) + (total >> 16)
-        if ~total & 0xFFFF == target:
-            packet = ring_packet(job, position, ident, tos=tos)
-            assert Ether(bytes(packet))[IP].chksum == target
-            return packet
-    raise ValueError(f"no IPv4 id gives checksum {target:#06x}")
+    packet = ring_packet(job, position, ipv4_id_for_checksum(bytes(ring_packet(job, position, 0, tos=tos)), target),
+                         tos=tos)
+    assert Ether(bytes(packet))[IP].chksum == target
+    return packet
 
 
 @cocotb.test()
