@@ -81,6 +81,11 @@ COVERAGE_ARGS = ["--coverage-line", "--coverage-toggle"]
 RUNTIME = ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads")
 #: Where this repository's builds keep them.
 RUNTIME_CACHE = BUILD / "verilator-runtime"
+#: The files whose ``assert`` statements pytest rewrites in a simulation (cocotb's
+#: ``COCOTB_REWRITE_ASSERTION_FILES``, unless set): the testbenches'. cocotb's default, every ``*.py``,
+#: rewrites scapy and the rest of what a test imports, from source in every simulation where Python writes
+#: no bytecode (``PYTHONDONTWRITEBYTECODE``): a third of a short simulation's time.
+REWRITE_ASSERTIONS = "testbenches/*.py"
 #: A build's stamp (``_build_key``): a build that holds it for the same commands and sources is not run again
 #: (Verilator, make and the relink its runtime objects' restore causes: ~0.3 s of CPU per test).
 BUILT = "built.sha256"
@@ -563,6 +568,7 @@ def run(component_cls, params, test_module, testcase, *, block=None, env=None, s
             "INNET_RUN_DIR": str(test_dir),
             "COCOTB_RANDOM_SEED": str(seed),
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "COCOTB_REWRITE_ASSERTION_FILES": os.environ.get("COCOTB_REWRITE_ASSERTION_FILES", REWRITE_ASSERTIONS),
         }
         env.update(extra_env or {})
         results = test_dir / "results.xml"
