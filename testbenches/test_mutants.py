@@ -375,6 +375,24 @@ def test_screening_checks_the_designs_invariants(tmp_path):
                                       and r.endswith("one access per cycle") for r in reasons), results
 
 
+def test_stalling_mutant_stops_at_hang_times_the_design(tmp_path):
+    """The EV expander's model is a transaction model (no cycle-exact end): its mutant that drops the input's
+    ``ready`` stalls, and screening stops it at ``HANG`` times the cycles the design took on the same traffic
+    (the design runs first), not at the engine's absolute limit, and says why."""
+    from tools.mutants import Sources
+    from tools.screening import HANG
+    b = block("ev_expander")
+    sources = Sources(b.sources())
+    mutants = generate(sources.text)
+    lines = sources.text.splitlines()
+    stalling = next(m.id for m in mutants if m.operator == "drop" and "self.i.ready.eq(" in lines[m.line - 1])
+    tree = _schemata_tree(tmp_path, sources, mutants)
+    report = _screen(tree, b.name, "--packets", "2000", "--mutants", str(stalling))
+    result, limit = report["results"][str(stalling)], HANG * report["cycles"]
+    assert result["killed"] and result["cycles"] == limit, (report["cycles"], result)
+    assert result["reason"].endswith(f"(stopped at {limit} cycles, {HANG} times the design's: it stalls)"), result
+
+
 def test_elaboration_failing_at_other_parameters_kills(monkeypatch):
     """A mutant the block's soak design elaborates but a later design (a testbench's parameter set) cannot
     is caught by those parameters (killed, as the testbench's elaboration would fail); one that no design

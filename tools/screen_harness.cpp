@@ -10,7 +10,10 @@
 // line's JSON), which ends the run there. A child that dies (a crash, or SCREEN_TIMEOUT seconds) prints
 // {"mutsel": n, "status": ...} instead.
 // screen_config.h (written by tools/screening.py) defines CONTROLS(X), the 32-bit run inputs (values on
-// stdin, one "name value" per line), and OUTPUTS(X), the outputs printed.
+// stdin, one "name value" per line), and OUTPUTS(X), the outputs printed. One more stdin value, "hang F"
+// (F > 0), lowers the limit of every run after the design's (mutant-select 0, run first) to F times the
+// cycles the design took: a mutant that stalls stops there, not at the absolute limit; its line then has
+// "limit": the cycles it was given.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <type_traits>
 #include <unistd.h>
@@ -64,12 +68,20 @@ int main(int argc, char **argv) {
     settle(context, top, 2 * NS);
     top->load = 1;
     settle(context, top, 8 * NS);
+    // the design's cycles, written by its run's child (a fork: shared memory, not a variable, carries it back)
+    auto *design_cycles = static_cast<uint64_t *>(
+        mmap(nullptr, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    *design_cycles = 0;
+    const uint64_t hang = controls.count("hang") ? controls.at("hang") : 0;
     for (int arg = 1; arg < argc; arg++) {
         const long mutsel = std::strtol(argv[arg], nullptr, 10);
         std::fflush(stdout);
         const pid_t child = fork();
         if (child == 0) {
             alarm(SCREEN_TIMEOUT);
+            const bool capped = mutsel != 0 && hang && *design_cycles
+                                && hang * *design_cycles < uint64_t(top->limit);
+            if (capped) top->limit = uint32_t(hang * *design_cycles);
             top->mutsel = mutsel;
             top->load = 0;
             top->reset = 0;
@@ -82,8 +94,10 @@ int main(int argc, char **argv) {
                 top->eval();
             }
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (mutsel == 0) *design_cycles = top->cycles;
             std::printf("{\"mutsel\": %ld, \"seconds\": %.6f, \"done\": %d, \"stopped\": %d", mutsel, seconds,
                         int(top->done), int(context->gotFinish()));
+            if (capped) std::printf(", \"limit\": %u", unsigned(top->limit));
 #define PRINT(port) std::printf(", \"" #port "\": \""); hex(top->port); std::printf("\"");
             OUTPUTS(PRINT)
             std::printf("}\n");

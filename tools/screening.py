@@ -40,8 +40,15 @@ from tools.cli import Parser, integer, run
 HARNESS = Path(__file__).resolve().parent / "screen_harness.cpp"
 #: The Verilator runtime's objects a harness links (compiled once per flags: ``build``).
 RUNTIME = ("verilated", "verilated_threads", "verilated_timing")
-#: C++ optimisation of the harness build (-O1: a third of -O2's compile time, most of its speed).
-OPT = "-O1"
+#: C++ optimisation of the harness build (-O1: a third of -O2's compile time, most of its speed); of a static
+#: mutant's build of its own (-O0: half of -O1's compile time; the one mutant it runs is most often killed within
+#: its first packets, so the compile is most of its cost).
+OPT, STATIC_OPT = "-O1", "-O0"
+#: A mutant's run stops at this many times the cycles the design's run took (the design runs first, on the same
+#: traffic), where the block's model is a transaction model (one without a cycle-exact end): a mutant that stalls
+#: is killed there, not after the engine's absolute limit (64 cycles a beat), and one that only runs slower, up
+#: to this factor, is not.
+HANG = 8
 #: Packets of the soak traffic a screening run sends (the soak's 1e5).
 PACKETS = 100_000
 #: Where the soak traffic and the model's outputs of each design are kept (``stimulus``): the campaign's store
@@ -121,23 +128,23 @@ def _config(wrapper, component, expected):
             f"#define OUTPUTS(X) {' '.join(f'X({p})' for p in outputs)}\n")
 
 
-def build(work, wrapper, component, expected):
+def build(work, wrapper, component, expected, opt=OPT):
     """Verilate the wrapper (its Verilog emitted into ``work/top.v``) with the harness into
-    ``work/obj/harness`` (again only if its Verilog or configuration changed); returns the seconds it took.
-    The Verilator runtime's objects, the same for every build, are compiled once into ``RUNTIME``
-    (``INNET_SCREEN_RUNTIME``: one for every tree)."""
+    ``work/obj/harness`` at C++ optimisation ``opt`` (again only if its Verilog or configuration changed);
+    returns the seconds it took. The Verilator runtime's objects, the same for every build of one ``opt``, are
+    compiled once into ``RUNTIME`` (``INNET_SCREEN_RUNTIME``: one for every tree)."""
     start = time.monotonic()
     runner.verilator_env()
     (work / "checked_lib.v").write_text(checked.Checked.VERILATOR["files"]["checked_lib.v"])
     config = _config(wrapper, component, expected)
     obj, stamp = work / "obj", work / "obj" / "built"
-    key = (work / "top.v").read_text() + config + HARNESS.read_text() + OPT
+    key = (work / "top.v").read_text() + config + HARNESS.read_text() + opt
     if stamp.exists() and stamp.read_text() == key:
         return 0.0
     shutil.rmtree(obj, ignore_errors=True)
     obj.mkdir(parents=True)
     (work / "screen_config.h").write_text(config)
-    flags = f"{OPT} -std=c++20 -fcoroutines"
+    flags = f"{opt} -std=c++20 -fcoroutines"
     _run(["verilator", "--cc", "--exe", "--timing", "--top-module", "top", "--prefix", "Vtop", "--timescale", "1ns/1ps",
           "-o", "harness", "-Mdir", str(obj), "-CFLAGS", f"{flags} -I{work}", *runner.BUILD_ARGS,
           str(work / "checked_lib.v"), str(work / "top.v"), str(HARNESS)])
@@ -148,7 +155,7 @@ def build(work, wrapper, component, expected):
         if (cache / f"{name}.o").exists():
             shutil.copy2(cache / f"{name}.o", obj / f"{name}.o")
             (obj / f"{name}.o").touch()
-    variables = [f"OPT_FAST={OPT}", f"OPT_SLOW={OPT}"]
+    variables = [f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
     precompiled.prepare(obj, cache, variables)
     _run(["make", "-C", str(obj), "-f", "Vtop.mk", "-j", "1", *precompiled.opt_fast(variables)])
     cache.mkdir(parents=True, exist_ok=True)
@@ -177,14 +184,18 @@ def judge(component, words, expected, line):
     """(killed, reason, cycles) of one harness result line."""
     if "status" in line:
         return True, f"the simulation died (wait status {line['status']}: a crash or a hang)", None
-    values = {k: int(v, 16) for k, v in line.items() if k not in ("mutsel", "seconds", "done", "stopped", "message")}
+    values = {k: int(v, 16) for k, v in line.items()
+              if k not in ("mutsel", "seconds", "done", "stopped", "message", "limit")}
     if line.get("stopped"):
         cycles = values["cycles"]
         return True, f"an invariant of the design failed at cycle {cycles}: {line['message']}", cycles
     try:
         checked.verdict(component, words, expected, values.__getitem__)
     except AssertionError as error:
-        return True, str(error).splitlines()[0], values["cycles"]
+        stalled = "limit" in line and values["cycles"] >= line["limit"]
+        return True, str(error).splitlines()[0] + (
+            f" (stopped at {line['limit']} cycles, {HANG} times the design's: it stalls)" if stalled else ""), \
+            values["cycles"]
     return False, "", values["cycles"]
 
 
@@ -265,7 +276,7 @@ def forced(b, params, label, ids, packets, seed, limit=ELABORATION):
             report["results"][n] = {"invalid": True, "reason": f"{type(error).__name__}: {error}".splitlines()[0]}
             continue
         try:
-            build(work, wrapper, component, expected)
+            build(work, wrapper, component, expected, STATIC_OPT)
         except BuildFailed as error:
             report["results"][n] = {"killed": True, "reason": str(error).splitlines()[0], "cycles": None}
             continue
@@ -287,6 +298,8 @@ def _harness(work, component, words, expected, selects):
     """The harness's result lines (dicts) of a run per mutant-select value of ``selects``."""
     checked.write_files(component, words, expected, work)
     controls = "".join(f"{k} {v}\n" for k, v in checked.controls(component, words, expected).items())
+    if expected.limit is None:              # a transaction model: no cycle-exact end, the absolute limit is far
+        controls += f"hang {HANG}\n"
     done = subprocess.run([str(work / "obj" / "harness"), *map(str, selects)], cwd=work, input=controls,
                           capture_output=True, text=True)
     if done.returncode:
