@@ -160,24 +160,33 @@ class Lockstep:
 
     def predict(self, inputs):
         """One cycle of a cycle model: ``inputs`` (``inputs()``'s dict) in; the outputs it names as
-        ``{flat name: (word, mask)}`` (a payload's mask covers what it names; a packet beat's, the bytes
-        of ``keep``) and the model's own dict of them."""
+        ``{flat name: (word, mask)}`` (``expected_of``) and the model's own dict of them."""
+        said = self.step(inputs)
+        expected = {name: self.expected_of(name, said) for name in said}
+        return {name: value for name, value in expected.items() if value is not None}, said
+
+    def step(self, inputs):
+        """One cycle of a cycle model: ``inputs`` in, the model's dict of the outputs it names out (``KeyError``
+        for a name that is no output port); ``expected_of`` packs those a caller compares."""
         said = self.model.step(inputs)
         unknown = said.keys() - self.ports.outputs.keys()
         if unknown:
             raise KeyError(f"{type(self.model).__name__}.step named {sorted(unknown)}, not output ports of the "
                            f"Component (outputs: {', '.join(self.ports.outputs)})")
-        expected, payloads, expect = {}, self.ports.payloads, self.ports.expect
-        for name, value in said.items():
-            payload = payloads.get(name)
-            if value is None or (payload and said.get(payload[0], 1) == 0):
-                continue                        # not compared: unnamed, or a payload while valid is low
-            word, mask = expect[name](value)
-            if payload and payload[1].packet:
-                mask &= packet_mask(payload[1], word)
-            expected[name] = (word, mask)
         self.cycles += 1
-        return expected, said
+        return said
+
+    def expected_of(self, name, said):
+        """Output ``name`` of a cycle's ``said`` (``step``'s) as the RTL's port shows it, ``(word, mask)`` (a
+        payload's mask covers what it names; a packet beat's, the bytes of ``keep``); None when it is not
+        compared: unnamed, or a payload while its ``valid`` is low."""
+        value, payload = said.get(name), self.ports.payloads.get(name)
+        if value is None or (payload and said.get(payload[0], 1) == 0):
+            return None
+        word, mask = self.ports.expect[name](value)
+        if payload and payload[1].packet:
+            mask &= packet_mask(payload[1], word)
+        return word, mask
 
     def compare(self, expected, values, where):
         """Raise ``Mismatch`` unless the RTL's output ``values`` (flat names) agree with ``expected``."""
