@@ -5,6 +5,8 @@ __all__ = ["beats_of"]
 
 def beats_of(raw, meta, width):
     """The beats (dicts) carrying packet ``raw`` on a bus of ``width`` bytes."""
-    chunks = [raw[i:i + width] for i in range(0, len(raw), width)]
-    return [{"data": int.from_bytes(c, "little"), "keep": (1 << len(c)) - 1, "first": int(n == 0),
-             "last": int(n == len(chunks) - 1), "meta": dict(meta)} for n, c in enumerate(chunks)]
+    beats = [{"data": int.from_bytes(chunk, "little"), "keep": (1 << len(chunk)) - 1, "first": 0, "last": 0,
+              "meta": dict(meta)} for chunk in [raw[at:at + width] for at in range(0, len(raw), width)]]
+    if beats:
+        beats[0]["first"] = beats[-1]["last"] = 1
+    return beats

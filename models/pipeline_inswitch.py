@@ -77,8 +77,8 @@ class InSwitchPipelineModel(PipelineStagesModel):
                               meta={"port": desc["port"], "spilled": desc["spilled"]})
                 d_ready = o_ready and bool(stored["last"])
         # Stage 3 waits while the next handle's store entry is busy.
-        waiting = self.busy[self.handle]
-        offered = self.stage2 if not waiting else None
+        stage2, waiting = self.stage2, self.busy[self.handle]
+        offered = stage2 if not waiting else None
         before = self.spill.counters["spill_overflow"] + self.spill.counters["malformed"]
         s_ready, _, _ = self.spill.tick(offered, qdepth, d_ready)
         dropped = self.spill.counters["spill_overflow"] + self.spill.counters["malformed"] > before
@@ -90,15 +90,15 @@ class InSwitchPipelineModel(PipelineStagesModel):
             self.store_counters.add("oversize", self.long[desc["handle"]])
         if o_beat is not None and o_ready:
             self.sent = 0 if o_beat["last"] else self.sent + 1
-        if self.stage2 is not None and waiting:
+        if stage2 is not None and waiting:
             self.store_counters.add("store_stalls")
         if enter:
             entry = self.store[self.handle]
-            if self.stage2["first"]:
+            if stage2["first"]:
                 entry.clear()
             if len(entry) < self.beats:
-                entry.append({k: self.stage2[k] for k in ("data", "keep", "last")})
-            if self.stage2["last"]:
+                entry.append({k: stage2[k] for k in ("data", "keep", "last")})
+            if stage2["last"]:
                 self.long[self.handle] = not entry[-1]["last"]
                 self.busy[self.handle] = not dropped
                 self.handle = (self.handle + 1) % self.entries

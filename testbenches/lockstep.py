@@ -46,7 +46,7 @@ class Port:
         if self.packet:
             self.meta = fields["meta"].shape
             self._last, self._first = fields["last"].offset, fields["first"].offset
-            self._keep, self._data = fields["keep"].offset, fields["data"].offset
+            self._keep, self._data, self._meta = fields["keep"].offset, fields["data"].offset, fields["meta"].offset
             self._fields = ((1 << self.layout.size) - 1) & ~(((1 << 8 * self.bytes) - 1) << self._data)
 
     def last(self, word):
@@ -169,8 +169,8 @@ class Lockstep:
         """One cycle of a cycle model: ``inputs`` in, the model's dict of the outputs it names out (``KeyError``
         for a name that is no output port); ``expected_of`` packs those a caller compares."""
         said = self.model.step(inputs)
-        unknown = said.keys() - self.ports.outputs.keys()
-        if unknown:
+        if not said.keys() <= self.ports.outputs.keys():
+            unknown = said.keys() - self.ports.outputs.keys()
             raise KeyError(f"{type(self.model).__name__}.step named {sorted(unknown)}, not output ports of the "
                            f"Component (outputs: {', '.join(self.ports.outputs)})")
         self.cycles += 1
@@ -234,13 +234,12 @@ class Lockstep:
 
     @staticmethod
     def _packet(port, beats):
-        fields = dict(port.layout)
         raw = bytearray()
         for word in beats:
-            keep = word >> fields["keep"].offset & ((1 << port.bytes) - 1)
-            lanes = word >> fields["data"].offset & ((1 << 8 * port.bytes) - 1)
+            keep = word >> port._keep & ((1 << port.bytes) - 1)
+            lanes = word >> port._data & ((1 << 8 * port.bytes) - 1)
             raw += lanes.to_bytes(port.bytes, "little")[:keep.bit_length()]
-        return Packet(bytes(raw), unpack(port.meta, beats[-1] >> fields["meta"].offset))
+        return Packet(bytes(raw), unpack(port.meta, beats[-1] >> port._meta))
 
     @staticmethod
     def _beats(port, item):

@@ -961,7 +961,7 @@ def spill_switch(component, rng):
             raw = raw[:rng.randrange(1, len(frame) + 1)]
         elif kind == 3:
             raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
-        return [{"cmd": dict(beat, meta={})} for beat in beats_of(bytes(raw), {}, W)]
+        return [{"cmd": beat} for beat in beats_of(bytes(raw), {}, W)]
 
     def produce():
         out = [item for _ in range(int(SPILL_RETURNS + rng.random())) for item in returned()]
@@ -1019,7 +1019,7 @@ def spill_node(component, rng):
                 raw[wire.SPILL_PORT_AT] = rng.choice([P, 255])
             else:
                 raw = bytearray(spill_header(wire.SPILL_DRAIN, q, count=0))
-        return [dict(beat, meta={}) for beat in beats_of(bytes(raw), {}, W)]
+        return beats_of(bytes(raw), {}, W)
     return _exact(frame)
 
 

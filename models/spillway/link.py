@@ -1,6 +1,7 @@
 """Golden models of the spill link (``hdl/spillway/link.py``): its header, encapsulation, decapsulation, and
 the link as a delay line."""
 import collections
+import functools
 import struct
 
 from models import wire
@@ -14,11 +15,17 @@ H = wire.SPILL_HEADER_BYTES
 
 def spill_header(op, port, flow=0, seq=0, count=0):
     """The 22 bytes that start every spill-link frame (``models.headers.spill_frame``/``drain_request``)."""
-    from models.headers import NODE_MAC, SWITCH_MAC
-    src, dst = (NODE_MAC, SWITCH_MAC) if op == wire.SPILL_RETURN else (SWITCH_MAC, NODE_MAC)
-    mac = [bytes.fromhex(a.replace(":", "")) for a in (dst, src)]
-    return mac[0] + mac[1] + struct.pack(">H", wire.ETHERTYPE_SPILL) + struct.pack(
+    return _ethernet(op == wire.SPILL_RETURN) + struct.pack(
         wire.SPILL_STRUCT, op, port, flow & 0xFFFF, seq & 0xFFFF, count, 0)
+
+
+@functools.cache
+def _ethernet(returning):
+    """The Ethernet header of a spill-link frame: from the node to the switch (``returning``) or back."""
+    from models.headers import NODE_MAC, SWITCH_MAC
+    src, dst = (NODE_MAC, SWITCH_MAC) if returning else (SWITCH_MAC, NODE_MAC)
+    mac = [bytes.fromhex(a.replace(":", "")) for a in (dst, src)]
+    return mac[0] + mac[1] + struct.pack(">H", wire.ETHERTYPE_SPILL)
 
 
 def _ones(n):

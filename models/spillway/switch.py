@@ -80,7 +80,8 @@ class SpillSwitchModel:
         return self.core.counters()
 
     def outstanding(self):
-        return sum(self.core.outstanding(q) for q in range(self.ports))
+        """Spilled packets not yet re-injected, over every port (each port's ``capacity`` less its credits)."""
+        return self.ports * self.core.capacity - sum(self.core.credits)
 
     def step(self, inputs):
         outstanding = self.outstanding()
@@ -92,9 +93,8 @@ class SpillSwitchModel:
                 "spill_i__ready": 1, "credits": r["credits"], "outstanding": outstanding}
 
     def _arrival(self, beat, discard):
-        data = beat["data"].to_bytes(self.W, "little")
-        header = self.header if self.inside else data[:MIN_LENGTH]
-        length = ((self.length if self.inside else 0) + bin(beat["keep"]).count("1")) & 0xFFFF
+        header = self.header if self.inside else beat["data"].to_bytes(self.W, "little")[:MIN_LENGTH]
+        length = ((self.length if self.inside else 0) + beat["keep"].bit_count()) & 0xFFFF
         port = beat["meta"]["port"]
         bad = discard or malformed(header, length, port, 1 << 16)
         flow = flow_of(header, self.flows) if len(header) >= MIN_LENGTH else 0
@@ -116,7 +116,7 @@ class SpillSwitchModel:
         f_beat = (dict(hbeat, first=int(self.hindex == 0), meta={"port": verdict["port"] & 0xFF, "spilled": 0})
                   if kind == FORWARD else None)
         s_beat = dict(hbeat, first=int(self.hindex == 0), meta={}) if kind == SPILL else None
-        hdr = spill_header(wire.SPILL_DATA, verdict["port"], verdict["flow"], verdict["seq"]) if verdict else bytes(H)
+        hdr = spill_header(wire.SPILL_DATA, verdict["port"], verdict["flow"], verdict["seq"]) if kind == SPILL else None
 
         # Return buffer read side and decapsulator.
         r_in = self.mem[self.rd_slot][self.rd_index] if self.committed else None
@@ -150,7 +150,7 @@ class SpillSwitchModel:
             ret = raw[wire.SPILL_PORT_AT] if good else self.ports
 
         credits = list(core.credits)
-        hold = [core.unasked[q] <= self.unsent[q] for q in range(self.ports)]
+        hold = [unasked <= unsent for unasked, unsent in zip(core.unasked, self.unsent)]
         _, core_verdict, req, ret_ok = core.step(arrival, qdepth, True, req_ready, ret, done, hold)
         drain_sel = req is not None and not enc_busy
         if drain_sel:
@@ -163,10 +163,9 @@ class SpillSwitchModel:
 
         # The clock edge. Ingress.
         if take:
-            data = beat["data"].to_bytes(W, "little")
             if not self.inside:
-                self.header, self.length = data[:MIN_LENGTH], 0
-            self.length += bin(beat["keep"]).count("1")
+                self.header, self.length = beat["data"].to_bytes(W, "little")[:MIN_LENGTH], 0
+            self.length += beat["keep"].bit_count()
             self.inside = not beat["last"]
         pop_f = f_beat is not None and f_ready
         pop_s = s_beat is not None and self.enc.i_ready(e_ready)

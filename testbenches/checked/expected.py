@@ -127,19 +127,22 @@ def lockstep_runner(lockstep, table, tail=TAIL):
 
     idle = {f"{p.name}__{k}": v for p in ports.streams_in if p.name not in ("i", getattr(command, "name", None))
             for k, v in (("valid", 0), ("payload", None))}
+    # each side memory entry's inputs, worked out once: the other inputs, then each output's ready
+    from_side = [{**side.inputs, **{f"{port.name}__ready": int(not stall)
+                                    for port, stall in zip(ports.streams_out, side.stall)}} for side in table]
+    if command is not None:
+        command_valid, command_payload, command_ready = (f"{command.name}__{k}" for k in ("valid", "payload", "ready"))
 
     def cycle_inputs(cycle, beat, cmd):
         """The model's inputs in ``cycle``: ``beat`` and ``cmd`` offered (None: nothing), the side memory's."""
-        side = table[cycle % SIDE]
         inputs = {"i__valid": int(beat is not None), "i__payload": beat, **idle}
         if command is not None:
-            inputs.update({f"{command.name}__valid": int(cmd is not None), f"{command.name}__payload": cmd})
-        inputs.update(side.inputs)
-        for port, stall in zip(ports.streams_out, side.stall):
-            inputs[f"{port.name}__ready"] = int(not stall)
-        return inputs, side
+            inputs[command_valid], inputs[command_payload] = int(cmd is not None), cmd
+        inputs.update(from_side[cycle % SIDE])
+        return inputs
 
     others = [(p.name, bits(p.layout)) for p in ports.plain_out]
+    streams_out = [(p.name, f"{p.name}__valid", f"{p.name}__payload") for p in ports.streams_out]
 
     def state(said):
         """(value, mask) of the other outputs side by side, as ``Checked`` compares them (unnamed: mask 0)."""
@@ -154,10 +157,12 @@ def lockstep_runner(lockstep, table, tail=TAIL):
         packets = _lookahead(beats, stimulus) if "i" in lockstep.lookahead else {}
         outputs, index, cycle, after, last, taken = {}, 0, 0, 0, None, 0
         checkpoints, stride = [], 1             # every stride-th cycle, stride doubled to keep at most CHECKS
-        while index < len(beats) or taken < len(commands) or (final and after < tail):
-            cmd = commands[taken][1] if taken < len(commands) and commands[taken][0] <= index else None
-            beat = beats[index] if index < len(beats) and cmd is None and not table[cycle % SIDE].gap else None
-            inputs, side = cycle_inputs(cycle, beat, cmd)
+        n_beats, n_commands = len(beats), len(commands)
+        while index < n_beats or taken < n_commands or (final and after < tail):
+            side = table[cycle % SIDE]
+            cmd = commands[taken][1] if taken < n_commands and commands[taken][0] <= index else None
+            beat = beats[index] if index < n_beats and cmd is None and not side.gap else None
+            inputs = cycle_inputs(cycle, beat, cmd)
             if beat is not None and index in packets:
                 inputs["i__packet"] = packets[index]
             said = lockstep.step(inputs)        # packed (expected_of) only where compared: beats, checkpoints
@@ -166,22 +171,21 @@ def lockstep_runner(lockstep, table, tail=TAIL):
                 if len(checkpoints) > CHECKS:
                     stride *= 2
                     checkpoints = [c for c in checkpoints if c[0] % stride == 0]
-            for port, stall in zip(ports.streams_out, side.stall):
-                if said.get(f"{port.name}__valid") and not stall:
-                    outputs.setdefault(port.name, []).append(
-                        (cycle, *lockstep.expected_of(f"{port.name}__payload", said)))
+            for (name, valid, payload), stall in zip(streams_out, side.stall):
+                if not stall and said.get(valid):
+                    outputs.setdefault(name, []).append((cycle, *lockstep.expected_of(payload, said)))
             if beat is not None and said["i__ready"]:
                 index, last = index + 1, cycle
-            if cmd is not None and said[f"{command.name}__ready"]:
+            if cmd is not None and said[command_ready]:
                 taken += 1
             cycle += 1
-            after += index == len(beats) and taken == len(commands)
+            after += index == n_beats and taken == n_commands
         # the end state: the counters, and each other output of the block the model gives (a sticky flag, a
         # credit count) as the frozen block shows them, after the batch's last edge: the outputs of one more
         # cycle with nothing offered, from a copy of the model (the batch's last cycle showed the state before)
         flags = {}
         if cycle:
-            said = copy.deepcopy(lockstep.model).step(cycle_inputs(cycle, None, None)[0])
+            said = copy.deepcopy(lockstep.model).step(cycle_inputs(cycle, None, None))
             flags = {p.name: said[p.name] for p in ports.plain_out if isinstance(said.get(p.name), int)}
         return Expected(outputs, cycle, last, {**flags, **lockstep.model.counters()}, checkpoints=checkpoints)
     return run_cycles
