@@ -19,27 +19,36 @@ class Coverage:
     """
 
     def __init__(self, block):
-        self.block, self.order, self.reasons, self._sample = block, [], {}, None
+        self.block, self.order, self.reasons, self._samplers = block, [], {}, {}
 
     def point(self, name, bins):
-        self.order.append(CoverPoint(f"{self.block}.{name}", xf=lambda v, n=name: v.get(n), bins=list(bins)))
+        bins = list(bins)
+        if None in bins:
+            raise ValueError(f"bins of point {name!r}: None is a missing value, which hits no bin")
+        self.order.append((CoverPoint(f"{self.block}.{name}", xf=lambda v, n=name: v.get(n), bins=bins), {name}))
 
     def cross(self, name, *points, unreachable=None):
         unreachable = unreachable or {}
         self.reasons[name] = {str(b): reason for b, reason in unreachable.items()}
-        self.order.append(CoverCross(f"{self.block}.{name}", items=[f"{self.block}.{p}" for p in points],
-                                     ign_bins=list(unreachable)))
+        self.order.append((CoverCross(f"{self.block}.{name}", items=[f"{self.block}.{p}" for p in points],
+                                      ign_bins=list(unreachable)), set(points)))
 
     def sample(self, **values):
-        if self._sample is None:
+        """Sample the points given a value and the crosses all of whose points are: the others would hit
+        nothing (a missing value hits no bin, a cross needs a hit of each of its points in the same call),
+        so they are not run (most samples name a few of a testbench's points: this is once per event)."""
+        names = frozenset(values)
+        sample = self._samplers.get(names)
+        if sample is None:
             def sample(values):
                 pass
             # cocotb-coverage samples an item before calling what it wraps, and a cross reads its points'
             # hits of the current call: wrap in reverse so the points (declared first) run first
-            for item in reversed(self.order):
-                sample = item(sample)
-            self._sample = sample
-        self._sample(values)
+            for item, needs in reversed(self.order):
+                if needs <= names:
+                    sample = item(sample)
+            self._samplers[names] = sample
+        sample(values)
 
     def write(self):
         """Hits per bin of every point and cross; unreachable bins with their reasons."""

@@ -334,6 +334,14 @@ def test_coverage_cross_counts_the_same_sample(tmp_path, monkeypatch):
     assert bins == {"('x', 1)": 1, "('x', 2)": 0, "('y', 2)": 1}, bins
 
 
+def test_coverage_bin_none_is_refused():
+    """A missing value is None and hits no bin (``sample`` skips the points a call does not name), so None
+    cannot be a bin."""
+    from testbenches import functional
+    with pytest.raises(ValueError, match="bins of point 'p'"):
+        functional.Coverage("selftest_none").point("p", ("a", None))
+
+
 def test_xdist_status_once():
     """Under ``make test`` (``-q -n 2``, output not a terminal) pytest-xdist's status line is written
     once, not "bringing up nodes..." twice."""
