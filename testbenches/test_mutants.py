@@ -2,6 +2,7 @@
 mutants that the spill buffer's testbench must kill (the sample CI runs; ``make mutants`` runs more)."""
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -403,12 +404,12 @@ def test_elaboration_failing_at_other_parameters_kills(monkeypatch):
     from tools import campaign
     b = block("aggregator")
     first, later = campaign.designs(b)[0], campaign.designs(b)[-1]
-    reports = {first: {"outcomes": {"1": ["selected"]}, "results": {"1": {"killed": False}}},
-               later: {"outcomes": {"1": ["invalid"], "2": ["invalid"]}, "results": {}}}
+    reports = {first: {"outcomes": {"1": ["selected"]}, "results": {"1": {"killed": False}}, "seconds": {"runs": 0.1}},
+               later: {"outcomes": {"1": ["invalid"], "2": ["invalid"]}, "results": {}, "seconds": {"runs": 0.0}}}
     monkeypatch.setattr(campaign, "designs", lambda block: [first, later])
     monkeypatch.setattr(campaign.Screening, "_screening", lambda self, design, variant, *args: reports[design, variant])
     screening = campaign.Screening(b, ROOT, [1, 2], 10, 1)
-    screening.run(lambda decided, message: None)
+    screening.run(campaign.Progress(2))
     verdicts = screening.verdicts()
     assert verdicts[1]["screen"] == "killed" and verdicts[1]["place"] == first, verdicts
     assert verdicts[2]["screen"] == "invalid", verdicts
@@ -500,6 +501,8 @@ def test_screen_only_forces_constructor_sites(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "mutants: bounded_loss_tracker: 1 screened: killed 1, invalid 0, pass 0" in done.stdout, done.stdout
     assert "on builds of their own: #" in done.stdout and " killed" in done.stdout, done.stdout
+    assert re.search(r"^mutants: 1 of 1 decided in \d+ s; screening: 0 mutant runs on \d+ schemata builds in [\d.]+ s "
+                     r"of C\+\+ simulation; static mutants on builds of their own: 1$", done.stdout, re.M), done.stdout
     assert not (out / "bounded_loss_tracker.csv").exists()
     both = subprocess.run([sys.executable, "-m", "tools.mutants", "bounded_loss_tracker", "--screen-only",
                            "--no-screen"], cwd=ROOT, capture_output=True, text=True, timeout=60)

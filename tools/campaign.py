@@ -67,6 +67,21 @@ class Progress:
     def __init__(self, total):
         self.total, self.decided, self.start = total, set(), time.monotonic()
         self.lock, self.recent = threading.Lock(), collections.deque([(self.start, 0)], maxlen=self.WINDOW + 1)
+        self.builds, self.runs, self.simulated, self.forced = 0, 0, 0.0, 0
+
+    def screened(self, runs=0, seconds=0.0, forced=0):
+        """Count a schemata build with its ``runs`` mutant runs and their ``seconds`` of simulation, or (``forced``)
+        static mutants screened on builds of their own; ``summary`` reports them."""
+        with self.lock:
+            self.builds += not forced
+            self.runs, self.simulated, self.forced = self.runs + runs, self.simulated + seconds, self.forced + forced
+
+    def summary(self):
+        """The campaign's closing line: mutants decided, its time, and screening's throughput at C++ speed."""
+        rate = f" ({self.runs / self.simulated:.1f} runs/s)" if self.runs and self.simulated else ""
+        return (f"mutants: {len(self.decided)} of {self.total} decided in {time.monotonic() - self.start:.0f} s; "
+                f"screening: {self.runs} mutant runs on {self.builds} schemata builds in {self.simulated:.1f} s of "
+                f"C++ simulation{rate}; static mutants on builds of their own: {self.forced}")
 
     def __call__(self, decided, message):
         with self.lock:
@@ -148,6 +163,8 @@ class Screening:
                     self.places.setdefault(n, (design, variant))
                 if "static" in seen:
                     self.where.setdefault(n, []).append((design, variant))
+            if "skipped" not in report:
+                progress.screened(len(report["results"]), report["seconds"]["runs"])
             killed = [int(n) for n, r in report["results"].items() if r["killed"] and int(n) in self.alive]
             for n in killed:
                 self.out[n] = {"screen": "killed", "reason": f"{name}: {report['results'][str(n)]['reason']}",

@@ -37,7 +37,9 @@ stages until one decides it (``_fate``):
 The report (terminal and ``build/mutants/<block>.csv``) counts the mutants each stage decided, the share
 of the non-equivalent ones simulation (screening and testbenches) killed, and lists every survivor with
 its line and why it is left; ``--summary`` prints the table of every block's CSV, ``--docs`` writes it
-into docs/verification.md.
+into docs/verification.md. A run ends with one line: the mutants decided, its time, and screening's
+throughput (mutant runs per second of C++ simulation, on how many schemata builds; the static mutants
+screened on builds of their own).
 """
 import ast
 import collections
@@ -366,12 +368,15 @@ def main(argv=None):
         changed = sections.rewrite(DOCS, "mutants", markdown(names))
         print(f"{'written' if changed else 'unchanged'}: {DOCS.relative_to(ROOT)} (mutants table)")
         return
+    progress = None
     if not args.summary:
         plans = [plan for plan in (select(name, args) for name in names) if plan]
         if plans and not args.list:
-            campaign_run(plans, args)
+            progress = campaign_run(plans, args)
     if args.summary or (len(names) > 1 and not args.screen_only):
         summary(names)
+    if progress:
+        print(progress.summary())
 
 
 @dataclass
@@ -444,14 +449,15 @@ def run_mutant(name, mutant, **options):
 
 def campaign_run(plans, args):
     """Every stage on the plans' mutants (``decide``), each block's report (merged into its CSV) as soon as its
-    mutants are decided; with ``--screen-only`` screening alone, then the mutants it let pass (``screened``)."""
+    mutants are decided; with ``--screen-only`` screening alone, then the mutants it let pass (``screened``).
+    Returns the campaign's ``campaign.Progress`` (its ``summary``: the time and screening's throughput)."""
     progress = campaign.Progress(sum(len(p.mutants) for p in plans))
     shutil.rmtree(campaign.STIMULI, ignore_errors=True)     # this campaign's models only
     if args.screen_only:
         verdicts = screen(plans, args, progress)
         for p in plans:
             screened(p, verdicts[p.block.name])
-        return
+        return progress
     lock = threading.Lock()
 
     def done(p, rows):
@@ -459,6 +465,7 @@ def campaign_run(plans, args):
             progress({(p.block.name, m.id) for m in p.mutants}, f"{p.block.name}: done")
             report(p.block.name, p.sources.where, merged(p.block.name, p.sources.text, rows))
     decide(plans, args, progress, done)
+    return progress
 
 
 def _pools(plans, args, each):
@@ -509,6 +516,7 @@ def screen_block(p, args, progress, work):
     # an argued static mutant is decided without a build of its own
     s.unbuilt(set(s.statics()) & (set() if args.argued else p.argued))
     batches = _batches(s.statics(), STATICS, max(1, args.jobs))
+    progress.screened(forced=len(s.statics()))
     for fates in [f.result() for f in [work.submit("static", s.force, batch) for batch in batches]]:
         progress({(p.block.name, n) for n, fate in fates.items() if fate != "pass"},
                  f"screening {p.block.name} on builds of their own: " + ", ".join(
