@@ -333,9 +333,10 @@ def _screen(tree, name, *args, timeout=900):
     """The report (JSON) of ``python -m tools.screening name --out out.json *args`` run in ``tree``, its Verilator
     runtime objects the repository's (as a campaign's trees share them: compiled once, not once a test)."""
     import json
+
+    from tools.campaign import OBJECTS
     subprocess.run([sys.executable, "-m", "tools.screening", name, "--out", "out.json", *args], cwd=tree, check=True,
-                   capture_output=True, timeout=timeout,
-                   env=dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime")))
+                   capture_output=True, timeout=timeout, env=dict(os.environ, INNET_SCREEN_RUNTIME=str(OBJECTS)))
     return json.loads((tree / "out.json").read_text())
 
 

