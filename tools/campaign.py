@@ -132,7 +132,8 @@ def _python(tree, args, what, timeout=TIMEOUT):
 
 class Screening:
     """The screening of the mutants ``ids`` of block ``b`` in its schemata ``tree``: ``run`` screens them on
-    every design's one build, ``force`` static mutants on builds of their own (``statics``: those left),
+    every design's one build (of the sites of the mutants still alive: ``--mutants``), ``force`` static
+    mutants on builds of their own (``statics``: those left),
     ``verdicts`` gives {id: {screen, reason, place}}: ``screen`` one of killed, pass, invalid (no design
     before the first that cannot elaborate it can; one that can, ``builds``, makes it killed); ``place`` the
     (design, variant) that first elaborates the mutant as a change (None: none does)."""

@@ -16,9 +16,17 @@ to the source-level mutants, their numbers and the CSVs of earlier runs.
 A site whose operands are elaboration-time Python (a width, a loop bound, a reset value: ``init``) cannot
 be chosen at run time; its mutant is *static*, and its value is recorded: when it is the same as the
 design's at every evaluation the mutant builds the same design (``same``), otherwise it needs a build
-of its own. A variant that raises is a mutant Amaranth cannot elaborate (``invalid``). ``outcomes()``
-gives what the last elaboration saw of each mutant: ``selected`` (a run-time choice), ``same``,
-``static``, ``invalid``, or nothing (its code is not elaborated with these parameters).
+of its own. One exception is a choice after all: a site in the shape of a ``Signal(...)`` whose mutant
+*narrows* the signal (``Signal(range(E + 1))`` -> ``range(E - 1)``; ``signal``). The signal keeps the
+design's width; each assignment to it keeps the mutant's width of its value when the mutant is selected
+(``narrow``, on the elaborated design), which is that mutant exactly where the signal is only used for its
+number (arithmetic, comparisons, bitwise and/or/xor, assignments, shifts, indices: Amaranth's operators are
+exact-width). A use that sees its width (``~``, ``as_signed``, a slice past the mutant's width, a ``Cat``
+part below another, a switch on bits above it, ``len()`` or ``.shape()`` asked outside Amaranth's own code,
+of the signal or of an expression whose width follows it) leaves that mutant static. A variant that raises
+is a mutant Amaranth cannot elaborate (``invalid``). ``outcomes()`` gives what the last elaboration saw of
+each mutant: ``selected`` (a run-time choice), ``same``, ``static``, ``invalid``, or nothing (its code is
+not elaborated with these parameters).
 
 Where an arithmetic mutant changes the shape of its result (``a + b`` is unsigned, ``a - b`` signed),
 the ``Mux`` has both shapes' union: both branches keep their numeric values (sign- or zero-extended),
@@ -27,11 +35,13 @@ which every comparison, arithmetic operation and assignment sees unchanged.
 import ast
 import contextlib
 import os
+import sys
 
-from amaranth.hdl import Instance, Module, Mux, Signal, Value, ValueCastable
+from amaranth.hdl import Cat, Const, Instance, Module, Mux, Shape, Signal, Value, ValueCastable, _ast, _ir, _mem
 
 __all__ = ["WIDTH", "ORIGINAL", "MUTANT", "DRIVER", "DRIVER_VERILOG", "select", "selecting", "forcing", "sharing",
-           "driver", "site", "unless", "static", "outcomes", "clear", "rewrite", "write"]
+           "restricting", "driver", "signal", "narrow", "site", "unless", "static", "outcomes", "clear", "rewrite",
+           "write"]
 
 #: Bits of the mutant-select signal (mutant ``n`` is ``n + 1``; 0 is the design).
 WIDTH = 16
@@ -56,6 +66,8 @@ def _from_environment():
 
 
 _select = None
+#: The mutant-select values (``n + 1``) whose sites are choices (``restricting``); None: every mutant's.
+_included = None
 _seen = {}
 _holders = {}
 #: Elaborate one mutant as its AST mutant would (``forcing``): its id, or ``ORIGINAL`` for the design.
@@ -115,6 +127,23 @@ def sharing():
         _forced, _select = before
 
 
+@contextlib.contextmanager
+def restricting(ids):
+    """Sites elaborated inside are choices for the mutants ``ids`` only (None: every mutant's), and the
+    design's for the others (nothing recorded of them): a screening of the few mutants an earlier design
+    left alive builds little more than the design."""
+    global _included
+    before, _included = _included, None if ids is None else {n + 1 for n in ids}
+    try:
+        yield
+    finally:
+        _included = before
+
+
+def _chosen(thunks):
+    return thunks if _included is None else {n: thunk for n, thunk in thunks.items() if n in _included}
+
+
 def driver(signal):
     """An instance of ``DRIVER`` (its source: ``DRIVER_VERILOG``) driving ``signal``."""
     return Instance(DRIVER, o_value=signal)
@@ -125,13 +154,20 @@ def _note(n, outcome):
 
 
 def outcomes():
-    """{mutant id: set of outcomes} of the sites elaborated since ``clear()``."""
-    return {n: set(s) for n, s in _seen.items()}
+    """{mutant id: set of outcomes} of the sites elaborated since ``clear()`` (a narrowing width site ``narrow``
+    has not seen the uses of: static)."""
+    seen = {n: set(s) for n, s in _seen.items()}
+    for narrowed in _narrowed.values():
+        for n in narrowed.widths:
+            seen.setdefault(n - 1, set()).add("static")
+    return seen
 
 
 def clear():
     _seen.clear()
     _holders.clear()
+    _narrowed.clear()
+    _unwatch()
 
 
 def _is_value(x):
@@ -182,6 +218,7 @@ def site(m, function, args, variants, lazy=False):
     if _forced is not None:
         return variants[_forced + 1](*args) if _forced + 1 in variants else function(*args)
     plain, thunks = _variants(function, args, variants)
+    thunks = _chosen(thunks)
     original = function(*plain)
     if not _is_value(original):
         values = {}
@@ -213,6 +250,252 @@ def site(m, function, args, variants, lazy=False):
     return original.shape()(chosen[:len(Value.cast(original))])
 
 
+# --- narrowing width sites --------------------------------------------------------------------------------
+
+#: The signals of narrowing width sites elaborated since ``clear()``: {id(signal): _Narrowed}.
+_narrowed = {}
+#: Value.__len__ and Signal.shape as Amaranth defines them, while ``_watch`` replaces them.
+_methods = {}
+
+
+class _Narrowed:
+    """A signal with the design's width and, per mutant-select value, the narrower width its mutant gives it
+    (``widths``), compared with ``select``; ``spoiled``: the values whose mutant is not exact as a choice."""
+
+    def __init__(self, signal, widths, select):
+        self.signal, self.widths, self.select, self.spoiled = signal, widths, select, set()
+
+
+def signal(make, shape, ids, *args, src_loc_at=0, **kwargs):
+    """``make(shape(), *args, **kwargs)`` (``Signal``) whose shape holds the sites of mutant-select values
+    ``ids``: each mutant whose shape is a narrower unsigned one is a choice (``narrow`` decides whether it is
+    exact), one whose shape is the design's a choice that changes nothing, the others static, same or invalid
+    as ``site`` tells them."""
+    if _forced is not None:
+        return make(shape(), *args, src_loc_at=src_loc_at + 1, **kwargs)
+    with forcing(ORIGINAL):
+        original = shape()
+    made = make(original, *args, src_loc_at=src_loc_at + 1, **kwargs)
+    design, widths = Shape.cast(made.shape()), {}
+    for n in _chosen(dict.fromkeys(ids)):
+        try:
+            with forcing(n - 1):
+                value = shape()
+            mutated = Shape.cast(value)
+        except Exception:
+            _note(n, "invalid")
+            continue
+        if _same(value, original):
+            _note(n, "same")
+        elif mutated == design:
+            _note(n, "selected")                # another range of the same width: the design, chosen at run time
+        elif mutated.signed or design.signed or mutated.width >= design.width or made.init >> mutated.width:
+            _note(n, "static")
+        else:
+            widths[n] = mutated.width       # static until ``narrow`` finds every use of the signal exact
+    if widths:
+        _watch()
+        _narrowed[id(made)] = _Narrowed(made, widths, select())
+    return made
+
+
+def _watch():
+    """Note every ``len()`` and ``.shape()`` of a narrowed signal asked outside Amaranth's hdl package (the
+    design's own Python sizing something by it: a mutant would size it by its own width)."""
+    if _methods:
+        return
+    _methods.update(len=Value.__len__, shape=Signal.shape)
+
+    def asked(value):
+        narrowed = _narrowed.get(id(value))
+        if narrowed is not None and not sys._getframe(2).f_globals.get("__name__", "").startswith("amaranth.hdl"):
+            narrowed.spoiled.update(narrowed.widths)
+
+    def length(self):
+        asked(self)
+        return _methods["len"](self)
+
+    def shape(self):
+        asked(self)
+        return _methods["shape"](self)
+    Value.__len__, Signal.shape = length, shape
+
+
+def _unwatch():
+    if _methods:
+        Value.__len__, Signal.shape = _methods.pop("len"), _methods.pop("shape")
+
+
+def narrow(fragment):
+    """Make the narrowing width sites of the elaborated ``fragment`` (every signal ``signal`` made since
+    ``clear()``) choices where they are exact: each assignment to a narrowed signal keeps, when mutant ``n``
+    is selected, its value at the mutant's width; a mutant with a use that sees its width stays static."""
+    _unwatch()
+    if not _narrowed:
+        return
+    uses = _Uses(_narrowed)
+    uses.fragment(fragment)
+    spoiled = set().union(*(narrowed.spoiled for narrowed in _narrowed.values()))
+    for narrowed in _narrowed.values():
+        exact = {n: width for n, width in narrowed.widths.items() if n not in spoiled}
+        for n in narrowed.widths:
+            _note(n, "static" if n in spoiled else "selected")
+        for statements, index in uses.writes.get(id(narrowed.signal), ()):
+            rhs = value = statements[index].rhs
+            for n, width in exact.items():
+                value = Mux(narrowed.select == n, _at_width(rhs, width), value)
+            statements[index] = _ast.Assign(narrowed.signal, value)
+    _narrowed.clear()
+
+
+def _at_width(value, width):
+    """``value`` as a signal ``width`` bits wide holds it (truncated, or sign- or zero-extended)."""
+    if width == 0:
+        return Const(0, 1)
+    if len(value) >= width:
+        return value[:width]
+    if value.shape().signed:
+        return Cat(value, value[-1].replicate(width - len(value)))
+    return value
+
+
+#: Operators whose result is the exact number of its operands' numbers (its width follows theirs).
+NUMERIC = {"+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>"}
+#: Operators whose one-bit result depends on its operands' numbers only.
+TESTS = {"<", "<=", "==", "!=", ">", ">=", "b", "r|", "r^"}
+
+
+class _Uses:
+    """The uses of narrowed signals in an elaborated design: ``writes`` {id(signal): [(statement list,
+    index)]} of its whole assignments; a use that is not exact spoils the mutants it concerns. ``value``
+    returns the narrowed signals whose width an expression's width follows (``frozenset`` of ids)."""
+
+    def __init__(self, narrowed):
+        self.narrowed, self.writes, self.seen = narrowed, {}, {}
+
+    def spoil(self, ids):
+        for id_ in ids:
+            self.narrowed[id_].spoiled.update(self.narrowed[id_].widths)
+
+    def fragment(self, fragment):
+        for statements in fragment.statements.values():
+            self.statements(statements)
+        if isinstance(fragment, _ir.Instance):
+            for value, _kind in fragment.ports.values():
+                if isinstance(value, Value):
+                    self.spoil(self.value(value))
+        if isinstance(fragment, _mem.MemoryInstance):
+            for port in (*fragment._read_ports, *fragment._write_ports):
+                self.value(port._addr)
+                self.spoil(self.value(port._data) | self.value(port._en))
+        for sub, _name, _src_loc in fragment.subfragments:
+            self.fragment(sub)
+
+    def statements(self, statements):
+        for index, statement in enumerate(statements):
+            if isinstance(statement, _ast.Assign):
+                if id(statement.lhs) in self.narrowed:
+                    self.writes.setdefault(id(statement.lhs), []).append((statements, index))
+                else:
+                    self.target(statement.lhs)
+                self.value(statement.rhs)           # an assignment takes its number at the target's width
+            elif isinstance(statement, _ast.Switch):
+                self.test(statement.test, [patterns for patterns, _, _ in statement.cases])
+                for _patterns, body, _src_loc in statement.cases:
+                    self.statements(body)
+            elif isinstance(statement, _ast.Property):
+                self.spoil(self.value(statement.test))
+                self.format(statement.message)
+            elif isinstance(statement, _ast.Print):
+                self.format(statement.message)
+            else:
+                self.spoil(id(s) for s in statement._rhs_signals() | statement._lhs_signals()
+                           if id(s) in self.narrowed)
+
+    def format(self, message):
+        for chunk in getattr(message, "_chunks", ()):
+            if isinstance(chunk, tuple):
+                self.spoil(self.value(chunk[0]))
+
+    def target(self, value):
+        """An assignment's target other than a whole narrowed signal: a narrowed signal in it is spoiled."""
+        if isinstance(value, Signal):
+            self.spoil({id(value)} & self.narrowed.keys())
+        elif isinstance(value, (_ast.Slice, _ast.Part)):
+            self.target(value.value)
+            if isinstance(value, _ast.Part):
+                self.value(value.offset)
+        elif isinstance(value, _ast.Concat):
+            for part in value.parts:
+                self.target(part)
+        elif isinstance(value, _ast.SwitchValue):
+            self.test(value.test, [patterns for patterns, _ in value.cases])
+            for _patterns, case in value.cases:
+                self.target(case)
+        elif isinstance(value, _ast.Operator):
+            for operand in value.operands:
+                self.target(operand)
+
+    def test(self, value, cases):
+        """A switch on ``value`` with the patterns ``cases``: exact on a narrowed signal whose patterns hold
+        no bit above the mutant's width (the number the signal holds never has one), or on any value when
+        every pattern is all zeros (``Mux``: the value is zero or not)."""
+        widthwise = self.value(value)
+        patterns = [pattern for case in cases if case is not None for pattern in case]
+        if all(set(pattern) <= {"0"} for pattern in patterns):
+            return
+        narrowed = self.narrowed.get(id(value))
+        if narrowed is None:
+            self.spoil(widthwise)
+            return
+        for n, width in narrowed.widths.items():
+            if any(set(pattern[:len(pattern) - width]) - {"0"} for pattern in patterns):
+                narrowed.spoiled.add(n)
+
+    def value(self, value):
+        """Each expression once (a design's expressions share operands: walking them as trees can take
+        exponential time)."""
+        if id(value) not in self.seen:
+            self.seen[id(value)] = (value, self._value(value))
+        return self.seen[id(value)][1]
+
+    def _value(self, value):
+        if isinstance(value, Signal):
+            return frozenset({id(value)} & self.narrowed.keys())
+        if isinstance(value, (Const, _ast.ClockSignal, _ast.ResetSignal, _ast.Initial, _ast.AnyValue)):
+            return frozenset()
+        if isinstance(value, _ast.Operator):
+            widthwise = frozenset().union(*(self.value(operand) for operand in value.operands))
+            if value.operator in TESTS:
+                return frozenset()
+            if value.operator in NUMERIC or value.operator == "u" and not value.operands[0].shape().signed:
+                return widthwise
+            self.spoil(widthwise)
+            return frozenset()
+        if isinstance(value, _ast.Slice):
+            widthwise = self.value(value.value)
+            narrowed = self.narrowed.get(id(value.value))
+            if narrowed is not None:
+                narrowed.spoiled.update(n for n, width in narrowed.widths.items() if value.stop > width)
+            else:
+                self.spoil(widthwise)
+            return frozenset()
+        if isinstance(value, _ast.Part):
+            self.spoil(self.value(value.value))
+            self.value(value.offset)                # an offset is a number
+            return frozenset()
+        if isinstance(value, _ast.Concat):
+            parts = [self.value(part) for part in value.parts]
+            for widthwise in parts[:-1]:
+                self.spoil(widthwise)
+            return parts[-1] if parts else frozenset()
+        if isinstance(value, _ast.SwitchValue):
+            self.test(value.test, [patterns for patterns, _ in value.cases])
+            return frozenset().union(*(self.value(case) for _, case in value.cases))
+        self.spoil(id(s) for s in value._rhs_signals() if id(s) in self.narrowed)
+        return frozenset()
+
+
 class _Sink:
     """What ``m.d`` is while a forced mutant's dropped assignment runs: every ``m.d.<domain> += ...`` is lost."""
 
@@ -241,6 +524,8 @@ def unless(m, n):
     assignment, or nothing when it is the forced mutant)."""
     if _forced is not None:
         return _dropped(m) if _forced + 1 == n else contextlib.nullcontext()
+    if not _chosen({n: None}):
+        return contextlib.nullcontext()
     _note(n, "selected")
     return m.If(select() != n)
 
@@ -249,6 +534,8 @@ def static(n, original, mutated):
     """An elaboration-time value (a reset value): ``original``, with mutant ``n - 1`` recorded."""
     if _forced is not None:
         return mutated if _forced + 1 == n else original
+    if not _chosen({n: None}):
+        return original
     _note(n, "same" if _same(mutated, original) else "static")
     return original
 
@@ -269,10 +556,14 @@ def _lambda(names, body):
     return ast.Lambda(arguments, body)
 
 
+def _is_site(node):
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "site"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == NAME)
+
+
 def _lazy(operand):
     """Mark ``operand``, when it is a rewritten site, as the operand of another (``site(..., lazy=True)``)."""
-    if (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) and operand.func.attr == "site"
-            and isinstance(operand.func.value, ast.Name) and operand.func.value.id == NAME):
+    if _is_site(operand):
         operand.keywords.append(ast.keyword("lazy", ast.Constant(True)))
 
 
@@ -357,6 +648,19 @@ class _Rewriter(ast.NodeTransformer):
             return node
         guard = ast.withitem(_call("unless", _name("m"), ast.Constant(own + 1)), None)
         return ast.copy_location(ast.With([guard], [node]), node)
+
+    def visit_Call(self, node):
+        """``Signal(<shape>, ...)`` whose shape holds sites: ``signal(Signal, lambda: <shape>, (their
+        mutant-select values), ...)``, each of its mutants evaluated on its own (narrowing ones: choices)."""
+        node = self.generic_visit(node)
+        if not (isinstance(node.func, ast.Name) and node.func.id == "Signal" and node.args):
+            return node
+        shape = node.args[0]
+        values = [key for site in ast.walk(shape) if _is_site(site) for key in site.args[3].keys]
+        if not values:
+            return node
+        return ast.copy_location(ast.Call(ast.Attribute(_name(NAME), "signal", ast.Load()), [
+            node.func, _lambda((), shape), ast.Tuple(values, ast.Load()), *node.args[1:]], node.keywords), node)
 
     def visit_keyword(self, node):
         own = self.take("init", node.value) if node.arg in ("init", "reset") else None

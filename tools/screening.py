@@ -10,6 +10,8 @@ golden model computes the expected outputs of ``N`` packets of the soak's traffi
 C++ harness (tools/screen_harness.cpp) then runs the same memories against mutant-select 0 (the design:
 it must pass) and each mutant the design elaborates as a run-time choice, each from the power-up state,
 stopping at the first mismatch; ``checked.verdict`` judges each run. No Python runs per cycle. With
+``--mutants`` only those mutants' sites are choices (the others are the design's: ``schemata.restricting``),
+so a later design's screening of the few mutants left builds little more than the design. With
 ``--force 3,17`` instead, each of those mutants (elaboration-time sites) gets a build of its own
 (``forced``).
 
@@ -55,8 +57,9 @@ PACKETS = 100_000
 #: (``INNET_SCREEN_STIMULI``), or this tree's.
 STIMULI = Path(os.environ.get("INNET_SCREEN_STIMULI", campaign.STIMULI))
 #: Seconds a forced mutant's construction, and its elaboration, may take (a mutated loop bound can make
-#: either loop for ever): ten times the longest of a design (the EV expander's OCP parameters, 2.4 s).
-ELABORATION = 30
+#: either loop for ever): five times the longest of a design (the EV expander's OCP parameters, 2.4 s); a
+#: looping mutant costs a campaign this much (the register file's minimum tree, #92).
+ELABORATION = 12
 
 
 #: The prefix of a variant that is a parameter set of the block's testbench: ``tb-<config>``.
@@ -222,37 +225,42 @@ def screen(name, out, variant=None, packets=PACKETS, seed=1, only=None, force=()
     work = ROOT / "build" / "screening" / label
     work.mkdir(parents=True, exist_ok=True)
     schemata.clear()
-    component = b.build(params)
-    start = time.monotonic()
-    try:
-        words, expected = stimulus(b, component, params, packets, seed, STIMULI)
-    except ValueError as error:         # a testbench's parameter set that the soak traffic was not made for
-        if not (variant or "").startswith(TESTBENCH):
-            raise
-        report = {"design": label, "skipped": f"the soak traffic cannot drive it: {error}", "results": {},
-                  "outcomes": {}}
+    with schemata.restricting(only):          # the other mutants' sites are the design's: a smaller build
+        component = b.build(params)
+        start = time.monotonic()
+        try:
+            words, expected = stimulus(b, component, params, packets, seed, STIMULI)
+        except ValueError as error:         # a testbench's parameter set that the soak traffic was not made for
+            if not (variant or "").startswith(TESTBENCH):
+                raise
+            report = {"design": label, "skipped": f"the soak traffic cannot drive it: {error}", "results": {},
+                      "outcomes": {}}
+            Path(out).write_text(json.dumps(report, indent=1))
+            return report
+        model_seconds = time.monotonic() - start
+        wrapper = _wrapper(component, words, expected, schemata.select())
+        start = time.monotonic()
+        runner.emit_verilog(wrapper, work / "top.v", platform=runner.INVARIANTS, narrow=True)
+    seen = schemata.outcomes()
+    chosen = sorted(n for n, s in seen.items() if runnable(s))
+    report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {},
+              "outcomes": {n: sorted(s) for n, s in seen.items()}}
+    if not chosen:                      # what it elaborates is all the report needs: nothing to build or run
+        report.update(cycles=None, seconds={"model": model_seconds, "build": time.monotonic() - start, "runs": 0.0})
         Path(out).write_text(json.dumps(report, indent=1))
         return report
-    model_seconds = time.monotonic() - start
-    wrapper = _wrapper(component, words, expected, schemata.select())
-    start = time.monotonic()
-    runner.emit_verilog(wrapper, work / "top.v", platform=runner.INVARIANTS)
     build_seconds = time.monotonic() - start + build(work, wrapper, component, expected)
-    seen = schemata.outcomes()
-    chosen = sorted(n for n, s in seen.items() if runnable(s) and (only is None or n in only))
     start = time.monotonic()
     lines = _harness(work, component, words, expected, [0, *(n + 1 for n in chosen)])
     run_seconds = time.monotonic() - start
     first = judge(component, words, expected, lines[0])
     if first[0]:
         raise AssertionError(f"{label}: the design (mutant-select 0) fails its own soak: {first[1]}")
-    report = {"design": label, "packets": packets, "seed": seed, "beats": len(words), "results": {}}
     for line in lines[1:]:
         killed, reason, cycles = judge(component, words, expected, line)
         report["results"][line["mutsel"] - 1] = {"killed": killed, "reason": reason, "cycles": cycles,
                                                  "seconds": line.get("seconds")}
-    report.update(cycles=first[2], outcomes={n: sorted(s) for n, s in seen.items()},
-                  seconds={"model": model_seconds, "build": build_seconds, "runs": run_seconds})
+    report.update(cycles=first[2], seconds={"model": model_seconds, "build": build_seconds, "runs": run_seconds})
     Path(out).write_text(json.dumps(report, indent=1))
     return report
 
