@@ -306,9 +306,12 @@ def _build_of(build_dir, make, stamp, params, cover):
     def emit():
         seen = emit_schemata(make, shared / "top.v", src=cover)
         seen_file.write_text(json.dumps({n: sorted(outcome) for n, outcome in seen.items()}))
+    # the build's lock (``_build``): shared while the schemata is up to date, so that the runs of other mutants,
+    # which hold it shared while their simulators run, go on side by side; exclusive only to write it
     with open(shared / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _emit_once(shared, stamp, params, emit, outputs=("top.v", seen_file.name))
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        _emit_once(shared, stamp, params, emit, outputs=("top.v", seen_file.name),
+                   claim=lambda: fcntl.flock(lock, fcntl.LOCK_EX))
         seen = json.loads(seen_file.read_text())
     if "static" in seen.get(str(int(value) - 1), ()):
         own = build_dir.with_name(f"{build_dir.name}-mutant{value}")

@@ -407,6 +407,30 @@ def test_narrowing_width_site_is_the_mutant(tmp_path):
         assert schemata_run(narrowing[name].id + 1) == mutant and (mutant != plain) == (name == "counter"), name
 
 
+def test_mutant_runs_share_an_up_to_date_schemata_build(tmp_path, monkeypatch):
+    """A mutant's test run finds the shared schemata build up to date with the build's lock shared, as the
+    other mutants' runs hold it while their simulators run (side by side, not one after another); it takes
+    the lock exclusive only to write the schemata."""
+    from testbenches import runner
+    build_dir = tmp_path / "block" / "params"
+    shared = build_dir.with_name("params-schemata")
+    shared.mkdir(parents=True)
+    modes, emitted = [], []
+    monkeypatch.setattr(runner.fcntl, "flock", lambda file, mode: modes.append(mode))
+
+    def emit(make, path, src):
+        emitted.append(path)
+        path.write_text("module top; endmodule")
+        return {2: {"selected"}}
+    monkeypatch.setattr(runner, "emit_schemata", emit)
+    monkeypatch.setenv("INNET_MUTANT", "3")
+    assert runner._build_of(build_dir, None, "stamp", {}, False)[0] == shared and emitted == [shared / "top.v"]
+    assert modes == [runner.fcntl.LOCK_SH, runner.fcntl.LOCK_EX], "written under the lock exclusive"
+    modes.clear()
+    assert runner._build_of(build_dir, None, "stamp", {}, False)[2] == ["+INNET_MUTANT=3"]
+    assert modes == [runner.fcntl.LOCK_SH] and len(emitted) == 1, "up to date: the lock shared only"
+
+
 def _schemata_tree(tmp_path, sources, mutants):
     """A copy of the repository at ``tmp_path/schemata`` holding ``sources`` as the schemata of ``mutants``."""
     from tools import schemata
