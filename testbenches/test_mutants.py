@@ -524,19 +524,24 @@ def test_stalling_mutant_stops_at_hang_times_the_design(tmp_path):
 def test_elaboration_failing_at_other_parameters_kills(monkeypatch):
     """A mutant the block's soak design elaborates but a later design (a testbench's parameter set) cannot
     is caught by those parameters (killed, as the testbench's elaboration would fail); one that no design
-    before elaborates is invalid."""
+    before elaborates is invalid. A design nothing was built for (no run-time choice) is no schemata build in
+    the closing line."""
     from tools import campaign
     b = block("aggregator")
     first, later = campaign.designs(b)[0], campaign.designs(b)[-1]
-    reports = {first: {"outcomes": {"1": ["selected"]}, "results": {"1": {"killed": False}}, "seconds": {"runs": 0.1}},
-               later: {"outcomes": {"1": ["invalid"], "2": ["invalid"]}, "results": {}, "seconds": {"runs": 0.0}}}
+    reports = {first: {"outcomes": {"1": ["selected"]}, "results": {"1": {"killed": False}}, "cycles": 9,
+                       "seconds": {"runs": 0.1}},
+               later: {"outcomes": {"1": ["invalid"], "2": ["invalid"]}, "results": {}, "cycles": None,
+                       "seconds": {"runs": 0.0}}}
     monkeypatch.setattr(campaign, "designs", lambda block: [first, later])
     monkeypatch.setattr(campaign.Screening, "_screening", lambda self, design, variant, *args: reports[design, variant])
     screening = campaign.Screening(b, ROOT, [1, 2], 10, 1)
-    screening.run(campaign.Progress(2))
+    progress = campaign.Progress(2)
+    screening.run(progress)
     verdicts = screening.verdicts()
     assert verdicts[1]["screen"] == "killed" and verdicts[1]["place"] == first, verdicts
     assert verdicts[2]["screen"] == "invalid", verdicts
+    assert (progress.builds, progress.runs) == (1, 1), progress.summary()
 
 
 def test_forced_elaboration_that_loops_is_invalid(tmp_path):

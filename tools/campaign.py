@@ -167,7 +167,7 @@ class Screening:
                     self.places.setdefault(n, (design, variant))
                 if "static" in seen:
                     self.where.setdefault(n, []).append((design, variant))
-            if "skipped" not in report:
+            if "skipped" not in report and report["cycles"] is not None:     # the design was built and run
                 progress.screened(len(report["results"]), report["seconds"]["runs"])
             killed = [int(n) for n, r in report["results"].items() if r["killed"] and int(n) in self.alive]
             for n in killed:

@@ -140,8 +140,9 @@ def restricting(ids):
         _included = before
 
 
-def _chosen(thunks):
-    return thunks if _included is None else {n: thunk for n, thunk in thunks.items() if n in _included}
+def _in_play(n):
+    """Whether the site of mutant-select value ``n`` is a choice here (``restricting``)."""
+    return _included is None or n in _included
 
 
 def driver(signal):
@@ -218,7 +219,7 @@ def site(m, function, args, variants, lazy=False):
     if _forced is not None:
         return variants[_forced + 1](*args) if _forced + 1 in variants else function(*args)
     plain, thunks = _variants(function, args, variants)
-    thunks = _chosen(thunks)
+    thunks = {n: thunk for n, thunk in thunks.items() if _in_play(n)}
     original = function(*plain)
     if not _is_value(original):
         values = {}
@@ -277,7 +278,7 @@ def signal(make, shape, ids, *args, src_loc_at=0, **kwargs):
         original = shape()
     made = make(original, *args, src_loc_at=src_loc_at + 1, **kwargs)
     design, widths = Shape.cast(made.shape()), {}
-    for n in _chosen(dict.fromkeys(ids)):
+    for n in filter(_in_play, ids):
         try:
             with forcing(n - 1):
                 value = shape()
@@ -524,7 +525,7 @@ def unless(m, n):
     assignment, or nothing when it is the forced mutant)."""
     if _forced is not None:
         return _dropped(m) if _forced + 1 == n else contextlib.nullcontext()
-    if not _chosen({n: None}):
+    if not _in_play(n):
         return contextlib.nullcontext()
     _note(n, "selected")
     return m.If(select() != n)
@@ -534,7 +535,7 @@ def static(n, original, mutated):
     """An elaboration-time value (a reset value): ``original``, with mutant ``n - 1`` recorded."""
     if _forced is not None:
         return mutated if _forced + 1 == n else original
-    if not _chosen({n: None}):
+    if not _in_play(n):
         return original
     _note(n, "same" if _same(mutated, original) else "static")
     return original
