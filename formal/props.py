@@ -1,4 +1,4 @@
-"""Property helpers shared by the formal specs: reset explored, counter increments.
+"""Property helpers shared by the formal specs: reset explored, counter increments, bit counts.
 
 Both compare the design's *ports* with what the spec computed itself:
 
@@ -8,11 +8,23 @@ Both compare the design's *ports* with what the spec computed itself:
 - ``counters_follow(m, counters, events, ...)``: each counter port equals its value one cycle
   before plus one exactly when the spec's event for it happened in that cycle (saturating at the
   counter's top, or wrapping), and is zero the cycle after a reset;
-- ``link_beat(m, keep, last)``: the bytes of a beat and whether it is shaped as a link carries it.
+- ``link_beat(m, keep, last)``: the bytes of a beat and whether it is shaped as a link carries it;
+- ``popcount(bits)``: how many of ``bits`` are set, as a balanced tree of adders.
 """
 from amaranth.hdl import Assert, Const, Mux, ResetSignal, Signal, Value
 
-__all__ = ["after_reset", "counters_follow", "link_beat"]
+__all__ = ["after_reset", "counters_follow", "link_beat", "popcount"]
+
+
+def popcount(bits):
+    """How many of ``bits`` (a value, or an iterable of 1-bit values) are set: pairs summed level by level, a
+    tree of adders as narrow as each level's count (the same number as ``sum(bits)``, whose chain of adders
+    widens one bit an input: Yices proves the chunk bitmap's k-induction, whose invariant counts 16 bits, in
+    two thirds of the time on the tree)."""
+    level = [bits[k] for k in range(len(bits))] if isinstance(bits, Value) else list(bits)
+    while len(level) > 1:
+        level = [level[k] + level[k + 1] if k + 1 < len(level) else level[k] for k in range(0, len(level), 2)]
+    return level[0]
 
 
 def link_beat(m, keep, last):
@@ -20,7 +32,7 @@ def link_beat(m, keep, last):
     a link carries frames (every beat full but the last, which holds 1 or more bytes from byte 0)."""
     W = len(keep)
     n = Signal(range(W + 1), name="beat_bytes")
-    m.d.comb += n.eq(sum(keep[k] for k in range(W)))
+    m.d.comb += n.eq(popcount(keep))
     return n, (keep == Mux(last, (Const(1, W + 1) << n) - 1, (1 << W) - 1)) & (n >= 1)
 
 

@@ -34,7 +34,7 @@ import pytest
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, Signal, signed
 
-from formal.props import counters_follow
+from formal.props import counters_follow, popcount
 from formal.runner import prove
 from hdl.aggregator import COUNTERS, Aggregator, AggregatorParams
 from hdl.headers import INA, INA_HEADER_BYTES, INA_OFFSET, UDP, wire_bytes, wire_view
@@ -42,10 +42,6 @@ from models.headers import ina_packet
 from models.wire import INA_PORT, INT32_MAX, INT32_MIN, UDP_OFFSET
 
 LIMIT = 1 << 20     # |g_b| below this: W gradients never reach an int32 bound
-
-
-def _popcount(value):
-    return sum(value[i] for i in range(len(value)))
 
 
 class AggregatorSpec(Elaboratable):
@@ -131,7 +127,7 @@ class AggregatorSpec(Elaboratable):
         m.d.comb += contribution.eq(
             (ina.jobseq == x) & ~ina.ack & (ina.bitmap < (1 << W)) & (ina.fanin >= 2)
             & (ina.fanin <= W) & (ina.index < P) & (ina.collision == 0)
-            & (ina.evict == 0) & (ina.result == 0) & (ina.resv == 0) & (_popcount(ina.bitmap) == 1))
+            & (ina.evict == 0) & (ina.result == 0) & (ina.resv == 0) & (popcount(ina.bitmap) == 1))
         with m.If(transfer & contribution):
             m.d.comb += [Assume(ina.fanin == fanin), Assume((ina.bitmap[:W] & ~full) == 0)]
             for b in range(W):
@@ -168,7 +164,7 @@ class AggregatorSpec(Elaboratable):
             m.d.comb += [Assert(s_values[v] == self.gsum(s_bitmap)[v],
                                 "a bit is added at most once: the slot holds exactly its workers' sum")
                          for v in range(V)]
-            m.d.comb += Assert(s_count == _popcount(s_bitmap), "the slot of X counts its bitmap")
+            m.d.comb += Assert(s_count == popcount(s_bitmap), "the slot of X counts its bitmap")
             with m.If(s_count == fanin):
                 m.d.comb += Assert((out_bits | pend_bits) == full, "a complete slot's aggregate was emitted")
         # an ACK that frees leaves no slot of its job+seq held
@@ -214,7 +210,7 @@ class AggregatorSpec(Elaboratable):
                     m.d.comb += [Assume(self.pkt_values[v] == self.grads[b][v]) for v in range(V)]
         for t in range(2):
             with m.If(counts[t] != 0):
-                m.d.comb += Assert(counts[t] == fanin - _popcount(bitmaps[t]),
+                m.d.comb += Assert(counts[t] == fanin - popcount(bitmaps[t]),
                                    f"set {t}: the count-down equals fan-in minus the popcount of its bitmap")
                 m.d.comb += [Assert(vals[t][v] == self.gsum(bitmaps[t])[v],
                                     f"set {t}: values are the sum of exactly its bitmap's workers") for v in range(V)]
@@ -280,7 +276,7 @@ class SlotRulesSpec(Elaboratable):
         js, bm = Array(dut.slot_jobseq)[k], Array(dut.slot_bitmap)[k]
         val, prio = Array(dut.slot_values[q][0] for q in range(P))[k], Array(dut.slot_priority)[k]
         take = dut.i.valid & dut.i.ready
-        well_formed = ((_popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W)) & (ina.fanin >= 2) & (ina.fanin <= W)
+        well_formed = ((popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W)) & (ina.fanin >= 2) & (ina.fanin <= W)
                        & ~ina.collision & ~ina.ack & ~ina.evict & ~ina.result & (ina.resv == 0) & (ina.jobseq != 0))
         # The slot this cycle's packet names, before and after the edge.
         p_take, p_k, p_js = Signal(name="p_take"), Signal.like(k, name="p_k"), Signal(32, name="p_js")
@@ -365,7 +361,7 @@ class CounterSpec(Elaboratable):
         ev = {name: Signal(name=f"spec_{name}") for name in COUNTERS}
         is_ina = to_ina & (n >= UDP_OFFSET + 4)
         exact = last & (n == L)
-        bitmap_ok = (_popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W))
+        bitmap_ok = (popcount(ina.bitmap) == 1) & (ina.bitmap < (1 << W))
         fanin_ok = (ina.fanin >= 2) & (ina.fanin <= W)
         index = ina.index[:15] if sml else ina.index
         flags_ok = ~ina.collision & ~ina.ack & ~ina.evict & ~ina.result & (ina.resv == 0)
@@ -427,7 +423,7 @@ class CounterSpec(Elaboratable):
         held_by_other = (r_js != 0) & (r_js != ina.jobseq)
         match = ~held_by_other & ~((r_js == 0) & ina.resend)
         new = (bit & ~r_bm) != 0
-        complete = _popcount(r_bm | bit) == ina.fanin
+        complete = popcount(r_bm | bit) == ina.fanin
         occupy, release, claim = Signal(), Signal(), Signal()
         with m.If(~contribution):
             pass

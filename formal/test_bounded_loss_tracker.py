@@ -60,7 +60,7 @@ along the way.
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Array, Assert, Assume, Cat, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 
-from formal.props import after_reset, counters_follow
+from formal.props import after_reset, counters_follow, popcount
 from formal.runner import prove
 from hdl.bounded_loss_tracker import ABORT, BOUNDED, COUNTERS, FULL, BoundedLossTracker, BoundedLossTrackerParams
 from hdl.headers import DBLP, DBLP_OFFSET, UDP, UDP_OFFSET, wire_view
@@ -217,7 +217,7 @@ class TrackerSpec(Elaboratable):
         same = (f.job == sh_job) & (f.round == sh_round)
         bits_now = Signal(E)               # the shadow after this cycle's new fwd
         m.d.comb += bits_now.eq(Mux(fwd_s, Mux(sh_live, sh_bits, 0) | bit, sh_bits))
-        popcount = sum(bits_now[b] for b in range(E))
+        ones = popcount(bits_now)
         with m.If(fwd_s):
             safety += Assert(f.idx < E, "a forwarded index is below e_max")
             with m.If(sh_live):
@@ -236,7 +236,7 @@ class TrackerSpec(Elaboratable):
             safety += [Assert(sh_live | fwd_s, "a close of slot s ends a round that forwarded"),
                          Assert((c.job == Mux(fwd_s, f.job, sh_job)) & (c.round == Mux(fwd_s, f.round, sh_round)),
                                 "a close of slot s is for its live round"),
-                         Assert(c.count == popcount, "a close's count is the popcount of the round's bitmap")]
+                         Assert(c.count == ones, "a close's count is the popcount of the round's bitmap")]
             m.d.sync += [sh_live.eq(0), sh_closed.eq(1), sh_bits.eq(0)]
         with m.If(nack_s):
             first_missing = Signal(range(E + 1))
@@ -245,7 +245,7 @@ class TrackerSpec(Elaboratable):
                 value = Mux(~bits_now[b], b, value)
             m.d.comb += first_missing.eq(value)
             safety += [Assert(sh_live & (n.job == sh_job) & (n.round == sh_round), "a NACK is for a live round"),
-                         Assert(n.count == popcount, "a NACK's count is the popcount of the round's bitmap"),
+                         Assert(n.count == ones, "a NACK's count is the popcount of the round's bitmap"),
                          Assert(n.missing == first_missing, "a NACK names the first missing index")]
 
         # --- malformed: exactly the packets the SPEC's rules reject ---

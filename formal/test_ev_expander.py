@@ -30,7 +30,7 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Assert, Assume, Cat, Const, Cover, Elaboratable, Module, Mux, ResetSignal, Signal
 from amaranth.lib.data import View
 
-from formal.props import counters_follow
+from formal.props import counters_follow, popcount
 from formal.runner import prove
 from hdl.ev_expander import COUNTERS, EvExpander, EvExpanderParams, config_layout
 from models import wire
@@ -40,10 +40,10 @@ PARAMS = EvExpanderParams(ev_bits=6, exp_bits=6, max_fields=2, field_bits=3, cou
 BOUND = 5 + PARAMS.max_fields * (2 + max(PARAMS.exp_bits, PARAMS.field_bits))
 
 
-def popcount(m, v):
-    """The set bits of ``v``, as a signal of its own width (a shift by it stays narrow)."""
+def set_bits(m, v):
+    """How many bits of ``v`` are set, as a signal of its own width (a shift by it stays narrow)."""
     n = Signal(range(len(v) + 1))
-    m.d.comb += n.eq(sum(v[k] for k in range(len(v))))
+    m.d.comb += n.eq(popcount(v))
     return n
 
 
@@ -73,7 +73,7 @@ class ProfileSpec(Elaboratable):
         in_fmt = [Const(k, 8) < nf for k in range(F)]
         in_field = [Const(k, 8) < n for k in range(F)]
         total = sum(Mux(in_fmt[k], fmts[k], 0) for k in range(F))
-        ones = [popcount(m, fields[k].mask) for k in range(F)]
+        ones = [set_bits(m, fields[k].mask) for k in range(F)]
         bad_field = [
             (fields[k].width > 32) | ((fields[k].init_val >> fields[k].width) != 0)
             | ((fields[k].mask >> fields[k].width) != 0)
@@ -98,7 +98,7 @@ class ProfileSpec(Elaboratable):
             for k in range(F):
                 value = []
                 for b in range(B):
-                    rank = off + popcount(m, fields[k].mask[b + 1:B]) if b + 1 < B else off
+                    rank = off + set_bits(m, fields[k].mask[b + 1:B]) if b + 1 < B else off
                     src = Mux(rank < E, Cat(*first).bit_select(rank[:3], 1), 0)
                     value.append(Mux(fields[k].mask[b], src, fields[k].init_val[b]))
                 w = fmts[k]
@@ -153,13 +153,13 @@ class ProfileSpec(Elaboratable):
                 inside = in_field[k] & (start <= t) & (t < start + w) & (j < B)
                 bit = Signal(range(B), name=f"slot_bit{t}_{k}")
                 m.d.comb += bit.eq(j)
-                above = popcount(m, (fields[k].mask[:B] >> (bit + 1))[:B])
+                above = set_bits(m, (fields[k].mask[:B] >> (bit + 1))[:B])
                 masked = inside & fields[k].mask.bit_select(bit, 1)
                 from_ev = Mux(masked, 1, from_ev)
                 index = Mux(masked, (off + above)[:dut.index_bits],
                             Mux(inside, fields[k].init_val.bit_select(bit, 1), index))
                 start = start + Mux(in_field[k], w, 0)
-                off = off + Mux(in_field[k], popcount(m, fields[k].mask[:B]), 0)
+                off = off + Mux(in_field[k], set_bits(m, fields[k].mask[:B]), 0)
             m.d.comb += Assert(dut.sel[t].as_value() == Mux(installed, Cat(index, from_ev), 0),
                                f"output bit {t}: its source as the spec derives it from the profile")
         unused = Cat((E - 1 - j) >= consumed for j in range(E))

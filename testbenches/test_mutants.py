@@ -407,6 +407,70 @@ def test_narrowing_width_site_is_the_mutant(tmp_path):
         assert schemata_run(narrowing[name].id + 1) == mutant and (mutant != plain) == (name == "counter"), name
 
 
+#: A toy design: five numbers of elaboration-time Python, given to Amaranth through a local name read only by a
+#: compare (``top``), as an assignment's value (the mask), as a constant of a given width (``Const``), read by
+#: Python itself (``wrap``: a signal's range), and bound to a name read only by code these parameters skip.
+NUMBERS = """
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
+
+
+class Toy(Elaboratable):
+    def __init__(self, n):
+        self.n, self.out = n, Signal(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        top = (1 << self.n) - 1
+        wrap = (1 << self.n) - 1
+        spare = (1 << self.n) - 1
+        counter, mask = Signal(8), Signal(8)
+        if self.n > 8:
+            m.d.sync += counter.eq(counter == spare)
+        m.d.sync += counter.eq(Mux(counter == top, 0, counter + 1))
+        m.d.comb += mask.eq((1 << self.n) - 1)
+        m.d.comb += self.out.eq(Cat(counter, mask, Signal(range(wrap), init=1), Const((1 << self.n) - 1, 4)))
+        return m
+"""
+
+
+def test_numbers_given_to_amaranth_are_choices(tmp_path):
+    """A site whose value is an elaboration-time number is a run-time choice where the design gives the number
+    to Amaranth only (through a name read only as another site's operand, as an assignment's value, or as a
+    constant of a given width): selected, the design runs as the AST mutant does, unselected as the design; a
+    number Python itself uses (a range) stays static, and one whose name the elaboration never reads is the
+    design (same)."""
+    from amaranth.hdl import Fragment
+
+    from tools import schemata
+    mutants = generate(NUMBERS)
+    lines = NUMBERS.splitlines()
+    numbers = {}
+    for m in mutants:
+        line = lines[m.line - 1].strip()
+        if "(1 << self.n) - 1" in line and m.operator in ("arith", "const"):
+            numbers.setdefault(line.split(" = ")[0] if " = " in line else "Const" if "Const" in line else "mask",
+                               []).append(m)
+    assert {name: len(ms) for name, ms in numbers.items()} == {name: 2 for name in ("top", "wrap", "spare", "mask",
+                                                                                     "Const")}, numbers
+    Toy = _toy(tmp_path, schemata.rewrite(NUMBERS, mutants)[0])
+
+    def schemata_run(value):
+        schemata.clear()
+        with schemata.sharing() as select:
+            design = Toy(3)
+            fragment = Fragment.get(design, None)
+        return _trace(design, fragment, select, value)
+    plain = _trace(Toy(3))
+    assert schemata_run(0) == plain
+    seen = schemata.outcomes()
+    assert {name: [seen[m.id] for m in ms] for name, ms in numbers.items()} == {
+        **{name: [{"selected"}] * 2 for name in ("top", "mask", "Const")}, "wrap": [{"static"}] * 2,
+        "spare": [{"same"}] * 2}, seen
+    for m in numbers["top"] + numbers["mask"] + numbers["Const"]:
+        mutant = _trace(_toy(tmp_path, m.apply(NUMBERS))(3))
+        assert mutant != plain and schemata_run(m.id + 1) == mutant, m.describe(NUMBERS)
+
+
 def test_mutant_runs_share_an_up_to_date_schemata_build(tmp_path, monkeypatch):
     """A mutant's test run finds the shared schemata build up to date with the build's lock shared, as the
     other mutants' runs hold it while their simulators run (side by side, not one after another); it takes

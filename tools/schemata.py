@@ -13,20 +13,25 @@ It works at the Python/Amaranth level, so each mutant is the AST mutant ``tools.
 Yosys ``mutate -ctrl`` (mcy's way) was not used: it mutates netlist cells, whose mutants do not map back
 to the source-level mutants, their numbers and the CSVs of earlier runs.
 
-A site whose operands are elaboration-time Python (a width, a loop bound, a reset value: ``init``) cannot
-be chosen at run time; its mutant is *static*, and its value is recorded: when it is the same as the
-design's at every evaluation the mutant builds the same design (``same``), otherwise it needs a build
-of its own. One exception is a choice after all: a site in the shape of a ``Signal(...)`` whose mutant
-*narrows* the signal (``Signal(range(E + 1))`` -> ``range(E - 1)``; ``signal``). The signal keeps the
-design's width; each assignment to it keeps the mutant's width of its value when the mutant is selected
-(``narrow``, on the elaborated design), which is that mutant exactly where the signal is only used for its
-number (arithmetic, comparisons, bitwise and/or/xor, assignments, shifts, indices: Amaranth's operators are
-exact-width). A use that sees its width (``~``, ``as_signed``, a slice past the mutant's width, a ``Cat``
-part below another, a switch on bits above it, ``len()`` or ``.shape()`` asked outside Amaranth's own code,
-of the signal or of an expression whose width follows it) leaves that mutant static. A variant that raises
-is a mutant Amaranth cannot elaborate (``invalid``). ``outcomes()`` gives what the last elaboration saw of
-each mutant: ``selected`` (a run-time choice), ``same``, ``static``, ``invalid``, or nothing (its code is
-not elaborated with these parameters).
+A site whose operands are elaboration-time Python (a width, a loop bound, a reset value: ``init``) cannot be
+chosen at run time; its mutant is *static*, and its value is recorded: when it is the same as the design's at
+every evaluation the mutant builds the same design (``same``), otherwise it needs a build of its own. Such a
+number is a choice after all where the design only gives it to Amaranth as a number: as the value of an
+assignment (``x.eq((1 << H) - 1)``: ``assign``), of a constant of a given shape (``Const((1 << H) - 1, H)``:
+``const``, a choice among constants of that one shape), or as an operand of another site, directly or through
+a local name bound to it once and read nowhere else (``top = (1 << bits) - 1`` ... ``step == top``, ``x &
+mask``): the site is then ``lazy`` and its numbers become the other site's (or the assignment's, or the
+constant's) run-time choices. One more exception is a choice after all: a site in the shape of a
+``Signal(...)`` whose mutant *narrows* the signal (``Signal(range(E + 1))`` -> ``range(E - 1)``; ``signal``).
+The signal keeps the design's width; each assignment to it keeps the mutant's width of its value when the
+mutant is selected (``narrow``, on the elaborated design), which is that mutant exactly where the signal is
+only used for its number (arithmetic, comparisons, bitwise and/or/xor, assignments, shifts, indices:
+Amaranth's operators are exact-width). A use that sees its width (``~``, ``as_signed``, a slice past the
+mutant's width, a ``Cat`` part below another, a switch on bits above it, ``len()`` or ``.shape()`` asked
+outside Amaranth's own code, of the signal or of an expression whose width follows it) leaves that mutant
+static. A variant that raises is a mutant Amaranth cannot elaborate (``invalid``). ``outcomes()`` gives what
+the last elaboration saw of each mutant: ``selected`` (a run-time choice), ``same``, ``static``, ``invalid``,
+or nothing (its code is not elaborated with these parameters).
 
 Where an arithmetic mutant changes the shape of its result (``a + b`` is unsigned, ``a - b`` signed),
 the ``Mux`` has both shapes' union: both branches keep their numeric values (sign- or zero-extended),
@@ -40,8 +45,8 @@ import sys
 from amaranth.hdl import Cat, Const, Instance, Module, Mux, Shape, Signal, Value, ValueCastable, _ast, _ir, _mem
 
 __all__ = ["WIDTH", "ORIGINAL", "MUTANT", "DRIVER", "DRIVER_VERILOG", "select", "selecting", "forcing", "sharing",
-           "restricting", "driver", "signal", "narrow", "site", "unless", "static", "outcomes", "clear", "rewrite",
-           "write"]
+           "restricting", "driver", "signal", "narrow", "site", "assign", "const", "unless", "static", "outcomes",
+           "clear", "rewrite", "write"]
 
 #: Bits of the mutant-select signal (mutant ``n`` is ``n + 1``; 0 is the design).
 WIDTH = 16
@@ -66,6 +71,8 @@ def _from_environment():
 
 
 _select = None
+#: The ``Pending`` numbers of sites bound to a local name that no other site has taken yet: {id: Pending}.
+_pending = {}
 #: The mutant-select values (``n + 1``) whose sites are choices (``restricting``); None: every mutant's.
 _included = None
 _seen = {}
@@ -156,8 +163,11 @@ def _note(n, outcome):
 
 def outcomes():
     """{mutant id: set of outcomes} of the sites elaborated since ``clear()`` (a narrowing width site ``narrow``
-    has not seen the uses of: static)."""
+    has not seen the uses of: static; a number bound to a name that the elaboration never read: same)."""
     seen = {n: set(s) for n, s in _seen.items()}
+    for pending in _pending.values():
+        for n in pending.variants:
+            seen.setdefault(n - 1, set()).add("same")
     for narrowed in _narrowed.values():
         for n in narrowed.widths:
             seen.setdefault(n - 1, set()).add("static")
@@ -166,6 +176,7 @@ def outcomes():
 
 def clear():
     _seen.clear()
+    _pending.clear()
     _holders.clear()
     _narrowed.clear()
     _unwatch()
@@ -192,17 +203,27 @@ def _holder(m):
 
 
 class Pending:
-    """The elaboration-time value of a site that is an operand of another site (``lazy``): the design's
-    value and each of its mutants' ({n + 1: value}), for the outer site to choose among at run time when
-    its own value is logic (``rd_slot == S - 1``: the constant's mutants become choices of the compare)."""
+    """The elaboration-time value of a ``lazy`` site (an operand of another site, an assignment's value, a
+    name read only as either): the design's value and each of its mutants' ({n + 1: value}), for the site
+    or assignment that takes it to choose among at run time when its own value is logic (``rd_slot == S -
+    1``: the constant's mutants become choices of the compare); ``named``: bound to a local name, which the
+    elaboration may never read (``outcomes``: then the same design)."""
 
-    def __init__(self, original, variants):
+    def __init__(self, original, variants, named=False):
         self.original, self.variants = original, variants
+        if named:
+            _pending[id(self)] = self
+
+
+def _taken(value):
+    """``value``, a ``Pending`` taken by a site or an assignment: no longer waiting (``outcomes``)."""
+    _pending.pop(id(value), None)
+    return value
 
 
 def _variants(function, args, variants):
     """{n + 1: thunk} of every mutant of a site: its own, and those of its ``Pending`` operands."""
-    plain = [a.original if isinstance(a, Pending) else a for a in args]
+    plain = [_taken(a).original if isinstance(a, Pending) else a for a in args]
     out = {n: (lambda variant=variant: variant(*plain)) for n, variant in variants.items()}
     for i, a in enumerate(args):
         if isinstance(a, Pending):
@@ -214,8 +235,9 @@ def _variants(function, args, variants):
 def site(m, function, args, variants, lazy=False):
     """``function(*args)``, or variant ``variants[n + 1](*args)`` when mutant ``n`` is selected; a choice
     is a signal of its own, driven in a submodule of ``m`` (``Mux`` trees that share their operands
-    would take Amaranth exponential time to size). ``lazy``: the site is an operand of another site,
-    which chooses among its elaboration-time values (``Pending``)."""
+    would take Amaranth exponential time to size). ``lazy``: the site is an operand of another site or an
+    assignment's value (``"named"``: bound to a name read only as those), which chooses among its
+    elaboration-time values (``Pending``)."""
     if _forced is not None:
         return variants[_forced + 1](*args) if _forced + 1 in variants else function(*args)
     plain, thunks = _variants(function, args, variants)
@@ -229,10 +251,47 @@ def site(m, function, args, variants, lazy=False):
             except Exception:
                 _note(n, "invalid")
         if lazy:
-            return Pending(original, values)
-        for n, value in values.items():
-            _note(n, "same" if _same(value, original) else "static")
-        return original
+            return Pending(original, values, named=lazy == "named")
+        return _settled(original, values)
+    return _choice(m, original, thunks)
+
+
+def _settled(original, values):
+    """``original``, its mutants' elaboration-time ``values`` ({n + 1: value}) recorded: same or static."""
+    for n, value in values.items():
+        _note(n, "same" if _same(value, original) else "static")
+    return original
+
+
+def assign(m, target, value):
+    """``target.eq(value)``, of a ``lazy`` site's ``value``: its mutants' numbers are run-time choices when
+    ``target`` is an Amaranth value (an assignment takes the number of its value, at the target's width)."""
+    if isinstance(value, Pending):
+        _taken(value)
+        if not _is_value(target):
+            value = _settled(value.original, value.variants)
+        else:
+            same = {n: v for n, v in value.variants.items() if _same(v, value.original)}
+            _settled(value.original, same)
+            value = _choice(m, value.original, {n: (lambda v=v: v) for n, v in value.variants.items()
+                                                if n not in same})
+    return target.eq(value)
+
+
+def const(m, value, shape):
+    """``Const(value, shape)``, of a ``lazy`` site's ``value``: its mutants' numbers are run-time choices among
+    constants of ``shape`` (a value of that very shape, which stands where the constant did)."""
+    if not isinstance(value, Pending):
+        return Const(value, shape)
+    _taken(value)
+    same = {n: v for n, v in value.variants.items() if _same(v, value.original)}
+    _settled(value.original, same)
+    return _choice(m, Const(value.original, shape), {n: (lambda v=v: Const(v, shape))
+                                                     for n, v in value.variants.items() if n not in same})
+
+
+def _choice(m, original, thunks):
+    """``original`` (a value), or ``thunks[n + 1]()`` when mutant ``n`` is selected (``site``)."""
     chosen = base = Value.cast(original)
     for n, thunk in thunks.items():
         try:
@@ -246,7 +305,7 @@ def site(m, function, args, variants, lazy=False):
         wire = Signal(chosen.shape())
         _holder(m).d.comb += wire.eq(chosen)
         chosen = wire
-    if isinstance(original, Value):
+    if not isinstance(original, ValueCastable):
         return chosen
     return original.shape()(chosen[:len(Value.cast(original))])
 
@@ -562,10 +621,36 @@ def _is_site(node):
             and isinstance(node.func.value, ast.Name) and node.func.value.id == NAME)
 
 
-def _lazy(operand):
-    """Mark ``operand``, when it is a rewritten site, as the operand of another (``site(..., lazy=True)``)."""
-    if _is_site(operand):
-        operand.keywords.append(ast.keyword("lazy", ast.Constant(True)))
+def _lazy(operand, how=True):
+    """Mark ``operand``, when it is a rewritten site, as the operand of another or an assignment's value
+    (``site(..., lazy=True)``), or as bound to a name read only as those (``lazy="named"``)."""
+    if _is_site(operand) and not operand.keywords:
+        operand.keywords.append(ast.keyword("lazy", ast.Constant(how)))
+
+
+def _lazy_names(tree):
+    """Make lazy (``"named"``) each site bound to a local name that its function binds once and reads only as
+    operands of other sites: the name then holds the ``Pending`` number, which each of those sites takes."""
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        nodes = list(ast.walk(function))
+        operands = {id(operand) for node in nodes if _is_site(node) for operand in node.args[2].elts}
+        bound = {}
+        for node in nodes:
+            names = (node.names if isinstance(node, (ast.Global, ast.Nonlocal)) else [node.arg] if isinstance(
+                node, ast.arg) else [node.id] if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
+                else [])
+            for name in names:
+                bound.setdefault(name, []).append(node)
+        for node in nodes:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and _is_site(node.value)):
+                continue
+            name = node.targets[0].id
+            reads = [n for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+            if bound[name] == [node.targets[0]] and reads and all(id(n) in operands for n in reads):
+                _lazy(node.value, "named")
 
 
 def _position(node, offset):
@@ -652,8 +737,18 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Call(self, node):
         """``Signal(<shape>, ...)`` whose shape holds sites: ``signal(Signal, lambda: <shape>, (their
-        mutant-select values), ...)``, each of its mutants evaluated on its own (narrowing ones: choices)."""
+        mutant-select values), ...)``, each of its mutants evaluated on its own (narrowing ones: choices);
+        ``<target>.eq(<site>)``: ``assign(m, <target>, <site, lazy>)``; ``Const(<site>, <shape>)``: ``const(m,
+        <site, lazy>, <shape>)``."""
         node = self.generic_visit(node)
+        if (isinstance(node.func, ast.Attribute) and node.func.attr == "eq" and len(node.args) == 1
+                and not node.keywords and _is_site(node.args[0])):
+            _lazy(node.args[0])
+            return ast.copy_location(_call("assign", _name("m"), node.func.value, node.args[0]), node)
+        if (isinstance(node.func, ast.Name) and node.func.id == "Const" and len(node.args) == 2
+                and not node.keywords and _is_site(node.args[0])):
+            _lazy(node.args[0])
+            return ast.copy_location(_call("const", _name("m"), *node.args), node)
         if not (isinstance(node.func, ast.Name) and node.func.id == "Signal" and node.args):
             return node
         shape = node.args[0]
@@ -681,6 +776,7 @@ def rewrite(text, mutants, offset=0):
     tree = ast.parse(text)
     rewriter = _Rewriter(sites, offset)
     tree = rewriter.visit(tree)
+    _lazy_names(tree)
     docstring = bool(tree.body) and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
     at = next((i + 1 for i, s in enumerate(tree.body) if isinstance(s, ast.ImportFrom) and s.module == "__future__"),
               int(docstring))
