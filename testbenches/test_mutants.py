@@ -375,13 +375,25 @@ def _trace(design, top=None, select=None, value=0, cycles=24):
     return seen
 
 
+def _schemata_trace(Toy, n, value):
+    """``_trace`` of ``Toy(n)`` elaborated as a schemata, as screening elaborates one (every site a choice on a
+    fresh mutant-select signal, narrowing sites narrowed), the mutant-select signal at ``value``."""
+    from amaranth.hdl import Fragment
+
+    from tools import schemata
+    schemata.clear()
+    with schemata.sharing() as select:
+        design = Toy(n)
+        fragment = Fragment.get(design, None)
+        schemata.narrow(fragment)
+    return _trace(design, fragment, select, value)
+
+
 def test_narrowing_width_site_is_the_mutant(tmp_path):
     """A width site whose mutant narrows a signal (``range(n + 1)`` -> ``range(n - 1)``) is a run-time choice
     of the schemata where the signal is used for its number only: selected, the design runs as the AST mutant
     does (the counter wraps at the narrower width), unselected as the design; the same mutant of a signal
     whose width a use sees (``~``, a ``Cat`` part below another) stays static (a build of its own)."""
-    from amaranth.hdl import Fragment
-
     from tools import schemata
     mutants = generate(TOY)
     lines = TOY.splitlines()
@@ -389,22 +401,15 @@ def test_narrowing_width_site_is_the_mutant(tmp_path):
                  if m.operator == "arith" and "Signal(range(self.n + 1))" in lines[m.line - 1]}
     assert set(narrowing) == {"counter", "low", "masked", "catted"}
     Toy = _toy(tmp_path, schemata.rewrite(TOY, mutants)[0])
-
-    def schemata_run(value):
-        schemata.clear()
-        with schemata.sharing() as select:
-            design = Toy(8)
-            fragment = Fragment.get(design, None)
-            schemata.narrow(fragment)
-        return _trace(design, fragment, select, value)
     plain = _trace(Toy(8))
-    assert schemata_run(0) == plain
+    assert _schemata_trace(Toy, 8, 0) == plain
     seen = schemata.outcomes()
     assert {name: seen[m.id] for name, m in narrowing.items()} == {
         "counter": {"selected"}, "low": {"selected"}, "masked": {"static"}, "catted": {"static"}}, seen
     for name in ("counter", "low"):             # the low bits of a wrapping counter: the same at both widths
         mutant = _trace(_toy(tmp_path, narrowing[name].apply(TOY))(8))
-        assert schemata_run(narrowing[name].id + 1) == mutant and (mutant != plain) == (name == "counter"), name
+        assert _schemata_trace(Toy, 8, narrowing[name].id + 1) == mutant, name
+        assert (mutant != plain) == (name == "counter"), name
 
 
 #: A toy design: five numbers of elaboration-time Python, given to Amaranth through a local name read only by a
@@ -439,8 +444,6 @@ def test_numbers_given_to_amaranth_are_choices(tmp_path):
     constant of a given width): selected, the design runs as the AST mutant does, unselected as the design; a
     number Python itself uses (a range) stays static, and one whose name the elaboration never reads is the
     design (same)."""
-    from amaranth.hdl import Fragment
-
     from tools import schemata
     mutants = generate(NUMBERS)
     lines = NUMBERS.splitlines()
@@ -453,22 +456,15 @@ def test_numbers_given_to_amaranth_are_choices(tmp_path):
     assert {name: len(ms) for name, ms in numbers.items()} == {name: 2 for name in ("top", "wrap", "spare", "mask",
                                                                                      "Const")}, numbers
     Toy = _toy(tmp_path, schemata.rewrite(NUMBERS, mutants)[0])
-
-    def schemata_run(value):
-        schemata.clear()
-        with schemata.sharing() as select:
-            design = Toy(3)
-            fragment = Fragment.get(design, None)
-        return _trace(design, fragment, select, value)
     plain = _trace(Toy(3))
-    assert schemata_run(0) == plain
+    assert _schemata_trace(Toy, 3, 0) == plain
     seen = schemata.outcomes()
     assert {name: [seen[m.id] for m in ms] for name, ms in numbers.items()} == {
         **{name: [{"selected"}] * 2 for name in ("top", "mask", "Const")}, "wrap": [{"static"}] * 2,
         "spare": [{"same"}] * 2}, seen
     for m in numbers["top"] + numbers["mask"] + numbers["Const"]:
         mutant = _trace(_toy(tmp_path, m.apply(NUMBERS))(3))
-        assert mutant != plain and schemata_run(m.id + 1) == mutant, m.describe(NUMBERS)
+        assert mutant != plain and _schemata_trace(Toy, 3, m.id + 1) == mutant, m.describe(NUMBERS)
 
 
 def test_mutant_runs_share_an_up_to_date_schemata_build(tmp_path, monkeypatch):

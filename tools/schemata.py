@@ -267,14 +267,7 @@ def assign(m, target, value):
     """``target.eq(value)``, of a ``lazy`` site's ``value``: its mutants' numbers are run-time choices when
     ``target`` is an Amaranth value (an assignment takes the number of its value, at the target's width)."""
     if isinstance(value, Pending):
-        _taken(value)
-        if not _is_value(target):
-            value = _settled(value.original, value.variants)
-        else:
-            same = {n: v for n, v in value.variants.items() if _same(v, value.original)}
-            _settled(value.original, same)
-            value = _choice(m, value.original, {n: (lambda v=v: v) for n, v in value.variants.items()
-                                                if n not in same})
+        value = _numbers(m, value) if _is_value(target) else _settled(_taken(value).original, value.variants)
     return target.eq(value)
 
 
@@ -283,11 +276,17 @@ def const(m, value, shape):
     constants of ``shape`` (a value of that very shape, which stands where the constant did)."""
     if not isinstance(value, Pending):
         return Const(value, shape)
-    _taken(value)
-    same = {n: v for n, v in value.variants.items() if _same(v, value.original)}
-    _settled(value.original, same)
-    return _choice(m, Const(value.original, shape), {n: (lambda v=v: Const(v, shape))
-                                                     for n, v in value.variants.items() if n not in same})
+    return _numbers(m, value, lambda number: Const(number, shape))
+
+
+def _numbers(m, pending, make=lambda number: number):
+    """``make(number)`` of the ``Pending`` numbers of a site, taken: the design's, or each mutant's when it is
+    selected (a mutant whose number is the design's is the same design)."""
+    _taken(pending)
+    same = {n: v for n, v in pending.variants.items() if _same(v, pending.original)}
+    _settled(pending.original, same)
+    return _choice(m, make(pending.original), {n: (lambda v=v: make(v)) for n, v in pending.variants.items()
+                                                if n not in same})
 
 
 def _choice(m, original, thunks):
@@ -628,6 +627,15 @@ def _lazy(operand, how=True):
         operand.keywords.append(ast.keyword("lazy", ast.Constant(how)))
 
 
+def _binds(node):
+    """The names ``node`` binds (a store or delete, a parameter) or declares another scope's."""
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return node.names
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    return [node.id] if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) else []
+
+
 def _lazy_names(tree):
     """Make lazy (``"named"``) each site bound to a local name that its function binds once and reads only as
     operands of other sites: the name then holds the ``Pending`` number, which each of those sites takes."""
@@ -638,10 +646,7 @@ def _lazy_names(tree):
         operands = {id(operand) for node in nodes if _is_site(node) for operand in node.args[2].elts}
         bound = {}
         for node in nodes:
-            names = (node.names if isinstance(node, (ast.Global, ast.Nonlocal)) else [node.arg] if isinstance(
-                node, ast.arg) else [node.id] if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)
-                else [])
-            for name in names:
+            for name in _binds(node):
                 bound.setdefault(name, []).append(node)
         for node in nodes:
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
